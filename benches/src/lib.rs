@@ -1,0 +1,1 @@
+//! criterion benchmarks for pajamax live in `benches/`.

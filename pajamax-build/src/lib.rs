@@ -1,0 +1,1 @@
+//! Code generation for pajamax services.

@@ -1,0 +1,212 @@
+//! gRPC metadata: the custom headers of a request or a response.
+
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+use base64::Engine;
+use std::fmt;
+use std::ops::Range;
+
+/// An ordered list of metadata entries (custom headers).
+///
+/// Keys are lower-case ASCII. Keys ending in `-bin` carry binary values,
+/// base64-encoded on the wire; [`Metadata::get_bin`] and
+/// [`Metadata::insert_bin`] do the encoding.
+///
+/// ```
+/// let mut md = pajamax::grpc::metadata::Metadata::new();
+/// md.insert("x-user", "alice").unwrap();
+/// md.insert_bin("x-token-bin", &[0, 1, 2]).unwrap();
+/// assert_eq!(md.get("x-user"), Some("alice"));
+/// assert_eq!(md.get_bin("x-token-bin"), Some(vec![0, 1, 2]));
+/// assert_eq!(md.len(), 2);
+/// ```
+#[derive(Default, Clone, PartialEq, Eq)]
+pub struct Metadata {
+    bytes: Vec<u8>,
+    entries: Vec<Entry>,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+struct Entry {
+    name: Range<usize>,
+    value: Range<usize>,
+}
+
+/// A metadata key or value that HTTP/2 or gRPC does not allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidMetadata(&'static str);
+
+impl fmt::Display for InvalidMetadata {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for InvalidMetadata {}
+
+impl Metadata {
+    /// An empty list; it allocates nothing until an entry is added.
+    pub fn new() -> Metadata {
+        Metadata::default()
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Removes every entry, keeping the allocated room.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.entries.clear();
+    }
+
+    /// The raw value of the first entry named `name`.
+    pub fn get_bytes(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value)
+    }
+
+    /// The value of the first entry named `name`, if it is valid UTF-8.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.get_bytes(name)
+            .and_then(|value| std::str::from_utf8(value).ok())
+    }
+
+    /// The base64-decoded value of the first entry named `name` (a `-bin` key).
+    ///
+    /// Padded and unpadded base64 are both accepted.
+    pub fn get_bin(&self, name: &str) -> Option<Vec<u8>> {
+        let raw = self.get_bytes(name)?;
+        decode_base64(raw)
+    }
+
+    /// Every entry in order, as `(key, raw value)`.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.entries.iter().map(move |entry| {
+            let name = std::str::from_utf8(&self.bytes[entry.name.clone()]).unwrap_or("");
+            (name, &self.bytes[entry.value.clone()])
+        })
+    }
+
+    /// Appends an ASCII entry. The key must be a valid lower-case header name
+    /// not ending in `-bin`; the value printable ASCII.
+    pub fn insert(&mut self, name: &str, value: &str) -> Result<(), InvalidMetadata> {
+        check_name(name)?;
+        if name.ends_with("-bin") {
+            return Err(InvalidMetadata("a -bin key takes insert_bin"));
+        }
+        if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return Err(InvalidMetadata("a metadata value must be printable ASCII"));
+        }
+        self.push(name.as_bytes(), value.as_bytes());
+        Ok(())
+    }
+
+    /// Appends a binary entry; the key must end in `-bin`.
+    pub fn insert_bin(&mut self, name: &str, value: &[u8]) -> Result<(), InvalidMetadata> {
+        check_name(name)?;
+        if !name.ends_with("-bin") {
+            return Err(InvalidMetadata("a binary key must end in -bin"));
+        }
+        let encoded = STANDARD_NO_PAD.encode(value);
+        self.push(name.as_bytes(), encoded.as_bytes());
+        Ok(())
+    }
+
+    /// Appends an entry as it came off the wire, unchecked.
+    pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        let mid = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.entries.push(Entry {
+            name: start..mid,
+            value: mid..self.bytes.len(),
+        });
+    }
+}
+
+impl fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(
+                self.iter()
+                    .map(|(key, value)| (key, String::from_utf8_lossy(value))),
+            )
+            .finish()
+    }
+}
+
+fn check_name(name: &str) -> Result<(), InvalidMetadata> {
+    let valid = !name.is_empty()
+        && !name.starts_with("grpc-")
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b));
+    if valid {
+        Ok(())
+    } else {
+        Err(InvalidMetadata(
+            "a metadata key must be lower-case [0-9a-z-_.] and not start with grpc-",
+        ))
+    }
+}
+
+fn decode_base64(raw: &[u8]) -> Option<Vec<u8>> {
+    let trimmed = raw.strip_suffix(b"==").or_else(|| raw.strip_suffix(b"="));
+    STANDARD_NO_PAD
+        .decode(trimmed.unwrap_or(raw))
+        .or_else(|_| STANDARD.decode(raw))
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_order_and_first_match() {
+        let mut md = Metadata::new();
+        md.push(b"a", b"1");
+        md.push(b"b", b"2");
+        md.push(b"a", b"3");
+        assert_eq!(md.get("a"), Some("1"));
+        let all: Vec<_> = md.iter().collect();
+        assert_eq!(
+            all,
+            vec![("a", &b"1"[..]), ("b", &b"2"[..]), ("a", &b"3"[..])]
+        );
+        md.clear();
+        assert!(md.is_empty());
+    }
+
+    #[test]
+    fn binary_values_accept_padded_and_unpadded_base64() {
+        let mut md = Metadata::new();
+        md.push(b"x-bin", b"AAEC");
+        md.push(b"y-bin", b"AQ==");
+        md.push(b"z-bin", b"AQ");
+        md.push(b"bad-bin", b"!!");
+        assert_eq!(md.get_bin("x-bin"), Some(vec![0, 1, 2]));
+        assert_eq!(md.get_bin("y-bin"), Some(vec![1]));
+        assert_eq!(md.get_bin("z-bin"), Some(vec![1]));
+        assert_eq!(md.get_bin("bad-bin"), None);
+    }
+
+    #[test]
+    fn rejects_invalid_keys_and_values() {
+        let mut md = Metadata::new();
+        assert!(md.insert("Upper", "v").is_err());
+        assert!(md.insert("grpc-status", "0").is_err());
+        assert!(md.insert("x-bin", "v").is_err());
+        assert!(md.insert("x", "line\nbreak").is_err());
+        assert!(md.insert_bin("x", b"v").is_err());
+        assert!(md.is_empty());
+    }
+}

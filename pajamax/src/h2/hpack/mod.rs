@@ -1,0 +1,1 @@
+//! HPACK header compression (RFC 7541).

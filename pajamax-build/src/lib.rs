@@ -1,1 +1,470 @@
 //! Code generation for pajamax services.
+//!
+//! `pajamax-build` turns `.proto` files into Rust at build time: the message
+//! types come from [`prost_build`], and every service gets a module with a
+//! handler trait and a server type that implements `pajamax::Service`. The
+//! protos are parsed in Rust by [`protox`], so no `protoc` needs to be
+//! installed.
+//!
+//! In `build.rs`:
+//!
+//! ```no_run
+//! fn main() -> std::io::Result<()> {
+//!     pajamax_build::compile_protos(&["proto/helloworld.proto"], &["proto"])
+//! }
+//! ```
+//!
+//! and in the crate, for the proto package `helloworld`:
+//!
+//! ```ignore
+//! pub mod helloworld {
+//!     pajamax::include_proto!("helloworld");
+//! }
+//! ```
+//!
+//! # What a service turns into
+//!
+//! For `service Greeter { rpc SayHello (HelloRequest) returns (HelloReply); }`
+//! in `package helloworld;` the package module gets a `greeter_server` module
+//! holding:
+//!
+//! - `trait Greeter`, with two methods per unary rpc: `say_hello(&self,
+//!   request)` and `say_hello_with_context(&self, ctx, request)`. Both have
+//!   defaults (the first answers `UNIMPLEMENTED`, the second calls the
+//!   first), so an implementation overrides whichever one it needs.
+//! - `GreeterServer<T: Greeter>`, built with `GreeterServer::new(handler)`
+//!   or `GreeterServer::from_arc(shared)`, which implements
+//!   `pajamax::Service` and is what gets added to a server.
+//! - `SERVICE_NAME` (`"helloworld.Greeter"`) and `METHODS` (`["SayHello"]`).
+//!
+//! Method names are the `snake_case` of the proto names, with Rust keywords
+//! escaped as prost escapes field names (`Type` becomes `r#type`).
+//! `google.protobuf.Empty` is `()`, as in prost. Streaming rpcs have no
+//! handler yet: their routes exist and answer `UNIMPLEMENTED`.
+
+#![forbid(unsafe_code)]
+
+mod generator;
+mod ident;
+
+use generator::{PajamaxGenerator, ServiceMode};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Compiles `protos` into Rust in Cargo's `OUT_DIR`, with the default
+/// settings; meant to be called from `build.rs`.
+///
+/// `includes` are the directories that imports (and the `protos` themselves)
+/// are looked up in; the well-known `google/protobuf/*.proto` files are
+/// always available. Each proto package becomes one file, `<package>.rs`,
+/// for `pajamax::include_proto!`.
+///
+/// Parsing is done in Rust: no `protoc` is needed.
+///
+/// # Errors
+///
+/// As [`Builder::compile`]: a proto that cannot be read, parsed or
+/// type-checked gives an error naming the file, line and problem.
+///
+/// ```no_run
+/// // build.rs
+/// fn main() -> std::io::Result<()> {
+///     pajamax_build::compile_protos(
+///         &["proto/helloworld.proto", "proto/echo.proto"],
+///         &["proto"],
+///     )
+/// }
+/// ```
+pub fn compile_protos(
+    protos: &[impl AsRef<Path>],
+    includes: &[impl AsRef<Path>],
+) -> io::Result<()> {
+    configure().compile(protos, includes)
+}
+
+/// Starts a [`Builder`] with the default settings, for builds that need more
+/// than [`compile_protos`].
+///
+/// ```no_run
+/// // build.rs
+/// fn main() -> std::io::Result<()> {
+///     let mut config = prost_build::Config::new();
+///     config.bytes(["."]);
+///     pajamax_build::configure()
+///         .prost_config(config)
+///         .compile(&["proto/store.proto"], &["proto"])
+/// }
+/// ```
+pub fn configure() -> Builder {
+    Builder {
+        config: None,
+        out_dir: None,
+        emit_rerun_if_changed: true,
+        mode: ServiceMode::default(),
+    }
+}
+
+/// Settings for a code generation run; made by [`configure`].
+///
+/// Its methods take and return the builder, so that they chain; nothing is
+/// done until [`Builder::compile`].
+///
+/// ```no_run
+/// let out = std::env::temp_dir().join("protos");
+/// std::fs::create_dir_all(&out)?;
+/// pajamax_build::configure()
+///     .out_dir(&out)
+///     .emit_rerun_if_changed(false)
+///     .compile(&["proto/helloworld.proto"], &["proto"])?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[must_use = "a Builder does nothing until `compile` is called"]
+pub struct Builder {
+    config: Option<prost_build::Config>,
+    out_dir: Option<PathBuf>,
+    emit_rerun_if_changed: bool,
+    /// How the generated services serve calls; room for a mode that sends
+    /// calls to other threads.
+    mode: ServiceMode,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("config", &self.config)
+            .field("out_dir", &self.out_dir)
+            .field("emit_rerun_if_changed", &self.emit_rerun_if_changed)
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl Builder {
+    /// Writes the generated files to `dir` instead of Cargo's `OUT_DIR`.
+    ///
+    /// This takes precedence over an output directory set in the
+    /// [`prost_config`](Builder::prost_config).
+    ///
+    /// ```no_run
+    /// pajamax_build::configure()
+    ///     .out_dir("src/generated")
+    ///     .compile(&["proto/helloworld.proto"], &["proto"])?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Builder {
+        self.out_dir = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// Uses `config` for the message code, for whatever prost-build offers:
+    /// type and field attributes, `bytes` fields, extern paths, map types...
+    ///
+    /// pajamax-build installs its own service generator into it, replacing
+    /// any set there.
+    ///
+    /// ```no_run
+    /// let mut config = prost_build::Config::new();
+    /// config.type_attribute(".", "#[derive(Eq, Hash)]");
+    /// pajamax_build::configure()
+    ///     .prost_config(config)
+    ///     .compile(&["proto/helloworld.proto"], &["proto"])?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn prost_config(mut self, config: prost_build::Config) -> Builder {
+        self.config = Some(config);
+        self
+    }
+
+    /// Whether to print `cargo:rerun-if-changed` for every proto file read
+    /// from disk, so that Cargo runs the build script again when one
+    /// changes. On by default; turn it off when calling from elsewhere than
+    /// a build script.
+    ///
+    /// ```no_run
+    /// pajamax_build::configure()
+    ///     .emit_rerun_if_changed(false)
+    ///     .out_dir("src/generated")
+    ///     .compile(&["proto/helloworld.proto"], &["proto"])?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn emit_rerun_if_changed(mut self, enabled: bool) -> Builder {
+        self.emit_rerun_if_changed = enabled;
+        self
+    }
+
+    /// Compiles `protos`, looking imports up in `includes`, and writes one
+    /// `<package>.rs` file per proto package.
+    ///
+    /// A file given in `protos` must lie in one of the `includes`, or be a
+    /// path relative to one of them. Files that `protos` import are
+    /// compiled too, except the well-known `google/protobuf` ones, which
+    /// prost maps to `prost-types` (and `google.protobuf.Empty` to `()`).
+    ///
+    /// # Errors
+    ///
+    /// When a proto cannot be read, parsed or type-checked (the message
+    /// names the file and, where known, the line and column), or when the
+    /// output cannot be written. A missing proto or import gives
+    /// [`io::ErrorKind::NotFound`], a malformed one
+    /// [`io::ErrorKind::InvalidInput`].
+    ///
+    /// ```no_run
+    /// pajamax_build::configure().compile(&["helloworld.proto"], &["proto"])?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn compile(
+        self,
+        protos: &[impl AsRef<Path>],
+        includes: &[impl AsRef<Path>],
+    ) -> io::Result<()> {
+        let mut compiler =
+            protox::Compiler::new(includes.iter().map(AsRef::as_ref)).map_err(proto_error)?;
+        compiler.include_source_info(true).include_imports(true);
+        for proto in protos {
+            compiler.open_file(proto.as_ref()).map_err(proto_error)?;
+        }
+        if self.emit_rerun_if_changed {
+            for file in compiler.files() {
+                if let Some(path) = file.path() {
+                    println!("cargo:rerun-if-changed={}", path.display());
+                }
+            }
+        }
+        let descriptors = compiler.file_descriptor_set();
+
+        let mut config = self.config.unwrap_or_default();
+        if let Some(dir) = self.out_dir {
+            config.out_dir(dir);
+        }
+        config.service_generator(Box::new(PajamaxGenerator::new(self.mode)));
+        config.compile_fds(descriptors)
+    }
+}
+
+/// Turns a protox error into an `io::Error` whose message says where and
+/// what the problem is, such as
+/// `helloworld.proto:3:5: expected ';', but found 'message'`.
+fn proto_error(err: protox::Error) -> io::Error {
+    use miette::Diagnostic;
+
+    let mut place = err.file().map(str::to_owned);
+    if let (Some(source), Some(label)) =
+        (err.source_code(), err.labels().and_then(|mut l| l.next()))
+    {
+        if let Ok(contents) = source.read_span(label.inner(), 0, 0) {
+            let file = contents
+                .name()
+                .map(str::to_owned)
+                .or(place)
+                .unwrap_or_default();
+            place = Some(format!(
+                "{file}:{}:{}",
+                contents.line() + 1,
+                contents.column() + 1
+            ));
+        }
+    }
+    let mut message = match place {
+        Some(place) => format!("{place}: {err}"),
+        None => err.to_string(),
+    };
+    let mut cause = std::error::Error::source(&err);
+    while let Some(inner) = cause {
+        message = format!("{message}: {inner}");
+        cause = inner.source();
+    }
+    if let Some(help) = err.help() {
+        message = format!("{message} (help: {help})");
+    }
+    let kind = if err.is_file_not_found() {
+        io::ErrorKind::NotFound
+    } else if err.is_io() {
+        io::ErrorKind::Other
+    } else {
+        io::ErrorKind::InvalidInput
+    };
+    io::Error::new(kind, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A fresh directory under the system temp dir, holding `files`.
+    fn scratch(files: &[(&str, &str)]) -> PathBuf {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "pajamax-build-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("out")).unwrap();
+        for (name, text) in files {
+            let path = dir.join(name);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        }
+        dir
+    }
+
+    fn compile_in(dir: &Path, protos: &[&str]) -> io::Result<()> {
+        configure()
+            .out_dir(dir.join("out"))
+            .emit_rerun_if_changed(false)
+            .compile(protos, &[dir])
+    }
+
+    const GREETER: &str = r#"
+syntax = "proto3";
+package helloworld;
+
+// The greeting service.
+service Greeter {
+  // Sends a greeting.
+  rpc SayHello (HelloRequest) returns (HelloReply);
+}
+
+message HelloRequest { string name = 1; }
+message HelloReply { string message = 1; }
+"#;
+
+    #[test]
+    fn compiles_a_service_without_protoc() {
+        // Nothing here looks for `protoc` or reads `PROTOC`: the protos are
+        // parsed by protox.
+        let dir = scratch(&[("helloworld.proto", GREETER)]);
+        compile_in(&dir, &["helloworld.proto"]).unwrap();
+        let code = fs::read_to_string(dir.join("out/helloworld.rs")).unwrap();
+        syn::parse_file(&code).unwrap();
+        for expected in [
+            "pub struct HelloRequest",
+            "pub mod greeter_server {",
+            "/// The greeting service.",
+            "/// Sends a greeting.",
+            "pub trait Greeter: Send + Sync + 'static {",
+            "fn say_hello(",
+            "fn say_hello_with_context(",
+            "pub const SERVICE_NAME: &str = \"helloworld.Greeter\";",
+            "pub struct GreeterServer<T>",
+            "impl<T: Greeter> pajamax::Service for GreeterServer<T>",
+        ] {
+            assert!(code.contains(expected), "missing {expected:?} in\n{code}");
+        }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn imports_empty_and_other_packages() {
+        let common = r#"
+syntax = "proto3";
+package common;
+message Id { uint64 value = 1; }
+"#;
+        let store = r#"
+syntax = "proto3";
+package store.v1;
+import "common/id.proto";
+import "google/protobuf/empty.proto";
+service Store {
+  rpc Get (common.Id) returns (Item);
+  rpc Clear (google.protobuf.Empty) returns (google.protobuf.Empty);
+  rpc Watch (common.Id) returns (stream Item);
+}
+message Item { common.Id id = 1; }
+"#;
+        let dir = scratch(&[("common/id.proto", common), ("store/v1/store.proto", store)]);
+        compile_in(&dir, &["store/v1/store.proto"]).unwrap();
+        let code = fs::read_to_string(dir.join("out/store.v1.rs")).unwrap();
+        assert!(
+            code.contains("request: super::super::super::common::Id"),
+            "{code}"
+        );
+        assert!(code.contains("fn clear(&self, request: ())"), "{code}");
+        assert!(code.contains("pub const SERVICE_NAME: &str = \"store.v1.Store\";"));
+        assert!(code.contains("pub const METHODS: &[&str] = &[\"Get\", \"Clear\", \"Watch\"];"));
+        assert!(code.contains("store.v1.Store/Watch: streaming calls are not supported yet"));
+        // The imported package is generated too; the well-known one is not.
+        assert!(dir.join("out/common.rs").exists());
+        assert!(!dir.join("out/google.protobuf.rs").exists());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_syntax_error_is_an_error_naming_the_problem() {
+        let broken = "syntax = \"proto3\";\npackage broken;\nmessage A {\n  string name = 1\n}\n";
+        let dir = scratch(&[("broken.proto", broken)]);
+        let err = compile_in(&dir, &["broken.proto"]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let message = err.to_string();
+        assert!(message.contains("broken.proto:5:1"), "{message}");
+        assert!(message.contains("expected ';'"), "{message}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_unknown_type_is_an_error_naming_it() {
+        let proto =
+            "syntax = \"proto3\";\nservice S {\n  rpc Get (Missing) returns (Missing);\n}\n";
+        let dir = scratch(&[("s.proto", proto)]);
+        let message = compile_in(&dir, &["s.proto"]).unwrap_err().to_string();
+        assert!(message.contains("s.proto:3:"), "{message}");
+        assert!(message.contains("Missing"), "{message}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_file_is_not_found() {
+        let dir = scratch(&[]);
+        let err = compile_in(&dir, &["nowhere.proto"]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        assert!(err.to_string().contains("nowhere.proto"), "{err}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_unreadable_file_says_why() {
+        // A directory where a file should be cannot be read as one.
+        let dir = scratch(&[("dir.proto/placeholder", "")]);
+        let err = compile_in(&dir, &["dir.proto"]).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("error opening file"), "{message}");
+        assert!(message.contains("dir.proto"), "{message}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_service_outside_any_package_uses_its_bare_name() {
+        let proto =
+            "syntax = \"proto3\";\nservice Bare {\n  rpc Type (M) returns (M);\n}\nmessage M {}\n";
+        let dir = scratch(&[("bare.proto", proto)]);
+        compile_in(&dir, &["bare.proto"]).unwrap();
+        let code = fs::read_to_string(dir.join("out/_.rs")).unwrap();
+        assert!(
+            code.contains("pub const SERVICE_NAME: &str = \"Bare\";"),
+            "{code}"
+        );
+        assert!(code.contains("fn r#type("), "{code}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_prost_config_is_honoured() {
+        let dir = scratch(&[("helloworld.proto", GREETER)]);
+        let mut config = prost_build::Config::new();
+        config.type_attribute(".helloworld.HelloRequest", "#[derive(Eq, Hash)]");
+        configure()
+            .prost_config(config)
+            .out_dir(dir.join("out"))
+            .emit_rerun_if_changed(false)
+            .compile(&["helloworld.proto"], &[&dir])
+            .unwrap();
+        let code = fs::read_to_string(dir.join("out/helloworld.rs")).unwrap();
+        assert!(code.contains("#[derive(Eq, Hash)]"), "{code}");
+        assert!(code.contains("pub mod greeter_server"), "{code}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -12,10 +12,13 @@
 
 pub mod grpc;
 pub mod h2;
+mod runtime;
+pub mod server;
 
 pub use grpc::context::Context;
 pub use grpc::service::{decode_request, Reply, Service};
 pub use grpc::status::{Code, Status};
+pub use server::{Builder, Server, ServerHandle};
 
 /// Includes the Rust code that `pajamax-build` generated for a proto package.
 ///

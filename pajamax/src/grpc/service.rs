@@ -35,13 +35,22 @@ pub trait Service: Send + Sync + 'static {
 /// Generated code calls [`Reply::encode`] with the handler's result.
 pub struct Reply<'a> {
     buf: &'a mut Vec<u8>,
+    start: usize,
 }
 
 impl<'a> Reply<'a> {
     /// A reply that encodes into `buf`, replacing what it holds.
     pub fn new(buf: &'a mut Vec<u8>) -> Reply<'a> {
         buf.clear();
-        Reply { buf }
+        Reply { buf, start: 0 }
+    }
+
+    /// A reply that leaves room for the 5-byte message prefix at the front
+    /// of `buf`, so the framed message is contiguous.
+    pub(crate) fn with_prefix_room(buf: &'a mut Vec<u8>) -> Reply<'a> {
+        buf.clear();
+        buf.extend_from_slice(&[0; 5]);
+        Reply { buf, start: 5 }
     }
 
     /// Encodes `message` as the call's answer, replacing an earlier one.
@@ -53,7 +62,7 @@ impl<'a> Reply<'a> {
     /// assert_eq!(buf, [0x08, 42]);
     /// ```
     pub fn encode<M: prost::Message>(&mut self, message: &M) {
-        self.buf.clear();
+        self.buf.truncate(self.start);
         self.buf.reserve(message.encoded_len());
         message.encode_raw(self.buf);
     }

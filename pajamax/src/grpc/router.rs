@@ -1,0 +1,63 @@
+//! Routing a request's `:path` to a service method.
+
+use crate::grpc::service::Service;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A method found for a `:path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// Index of the service.
+    pub service: usize,
+    /// Index of the method within the service.
+    pub method: usize,
+}
+
+/// The services of a server and the paths of their methods.
+///
+/// Lookups take the path as bytes straight from the decoded header, so
+/// resolving a route allocates nothing.
+#[derive(Default, Clone)]
+pub struct Router {
+    services: Vec<Arc<dyn Service>>,
+    routes: HashMap<Box<[u8]>, Route>,
+}
+
+impl Router {
+    /// An empty router.
+    pub fn new() -> Router {
+        Router::default()
+    }
+
+    /// Adds every method of `service` under `/{name}/{method}`. A later
+    /// service with the same name replaces the earlier one's routes.
+    pub fn add(&mut self, service: Arc<dyn Service>) {
+        let index = self.services.len();
+        for (method, name) in service.methods().iter().enumerate() {
+            let path = format!("/{}/{}", service.name(), name).into_bytes();
+            self.routes.insert(
+                path.into_boxed_slice(),
+                Route {
+                    service: index,
+                    method,
+                },
+            );
+        }
+        self.services.push(service);
+    }
+
+    /// The route for `path`, if a service has it.
+    pub fn route(&self, path: &[u8]) -> Option<Route> {
+        self.routes.get(path).copied()
+    }
+
+    /// The service at `index`.
+    pub fn service(&self, index: usize) -> &dyn Service {
+        &*self.services[index]
+    }
+
+    /// Whether a service named `name` is registered.
+    pub fn has_service(&self, name: &[u8]) -> bool {
+        self.services.iter().any(|s| s.name().as_bytes() == name)
+    }
+}

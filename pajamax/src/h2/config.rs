@@ -1,0 +1,37 @@
+//! Limits and settings of the HTTP/2 codec.
+
+/// What a connection advertises and enforces. Every limit bounds something
+/// that peer input could otherwise grow.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS: open streams allowed per connection;
+    /// a stream past it is refused with REFUSED_STREAM.
+    pub max_concurrent_streams: u32,
+    /// SETTINGS_INITIAL_WINDOW_SIZE: how much a client may send on one stream
+    /// before the server replenishes its window.
+    pub initial_stream_window: u32,
+    /// The connection-level receive window the server opens at start.
+    pub connection_window: u32,
+    /// SETTINGS_MAX_FRAME_SIZE: the largest frame payload accepted.
+    pub max_frame_size: u32,
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: the largest decoded header list
+    /// (names + values + 32 bytes per field) of one request.
+    pub max_header_list_size: u32,
+    /// The largest encoded header block, summed over HEADERS and
+    /// CONTINUATION frames; past it the connection is closed with
+    /// ENHANCE_YOUR_CALM.
+    pub max_header_block_size: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            max_concurrent_streams: 4096,
+            initial_stream_window: 1 << 20,
+            connection_window: 16 << 20,
+            max_frame_size: 16_384,
+            max_header_list_size: 16 << 10,
+            max_header_block_size: 64 << 10,
+        }
+    }
+}

@@ -1,0 +1,938 @@
+//! The connection state machine driven with byte vectors.
+
+use crate::h2::config::Config;
+use crate::h2::connection::{Connection, Event, Field};
+use crate::h2::frame::{self, flag, kind, setting, FrameHeader, Reason, PREFACE};
+use crate::h2::hpack::{Decoder, Encoder, Indexing};
+
+/// A client's view: builds frames, feeds them, reads the server's frames.
+struct Peer {
+    conn: Connection,
+    encoder: Encoder,
+    decoder: Decoder,
+    events: Vec<Event>,
+    input: Vec<u8>,
+}
+
+type Frame = (FrameHeader, Vec<u8>);
+
+impl Peer {
+    fn new(config: Config) -> Peer {
+        let mut peer = Peer {
+            conn: Connection::new(config),
+            encoder: Encoder::new(),
+            decoder: Decoder::new(4096),
+            events: Vec::new(),
+            input: Vec::new(),
+        };
+        let mut hello = PREFACE.to_vec();
+        frame::write_settings(&mut hello, &[]);
+        peer.feed(&hello);
+        let out = peer.take_frames();
+        assert_eq!(
+            out[0].0.kind,
+            kind::SETTINGS,
+            "the server speaks first with SETTINGS"
+        );
+        assert!(out
+            .iter()
+            .any(|(h, _)| h.kind == kind::SETTINGS && h.has(flag::ACK)));
+        peer
+    }
+
+    fn default() -> Peer {
+        Peer::new(Config::default())
+    }
+
+    /// Feeds bytes; returns the events they produced.
+    fn feed(&mut self, bytes: &[u8]) -> Vec<Event> {
+        self.input = bytes.to_vec();
+        self.events.clear();
+        let used = self.conn.recv(&self.input, &mut self.events);
+        assert_eq!(used, bytes.len(), "whole frames are consumed");
+        self.events.clone()
+    }
+
+    fn take_frames(&mut self) -> Vec<Frame> {
+        let out = self.conn.output().to_vec();
+        self.conn.advance_output(out.len());
+        parse_frames(&out)
+    }
+
+    fn block(&mut self, fields: &[(&str, &str)]) -> Vec<u8> {
+        let mut block = Vec::new();
+        self.encoder.begin_block(&mut block);
+        for (name, value) in fields {
+            self.encoder.encode(
+                name.as_bytes(),
+                value.as_bytes(),
+                Indexing::Incremental,
+                &mut block,
+            );
+        }
+        block
+    }
+
+    fn request_block(&mut self, path: &str) -> Vec<u8> {
+        self.block(&[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "localhost"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ])
+    }
+
+    fn headers_frame(&mut self, stream: u32, end_stream: bool) -> Vec<u8> {
+        let block = self.request_block("/a.B/C");
+        let flags = flag::END_HEADERS | if end_stream { flag::END_STREAM } else { 0 };
+        frame_bytes(kind::HEADERS, flags, stream, &block)
+    }
+
+    /// The decoded header list of a HEADERS frame the server sent.
+    fn decode(&mut self, payload: &[u8]) -> Vec<(String, String)> {
+        let mut fields = Vec::new();
+        self.decoder
+            .decode(payload, |n, v| {
+                fields.push((
+                    String::from_utf8_lossy(n).into(),
+                    String::from_utf8_lossy(v).into(),
+                ))
+            })
+            .unwrap();
+        fields
+    }
+}
+
+fn frame_bytes(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::write_header(&mut out, payload.len(), kind, flags, stream);
+    out.extend_from_slice(payload);
+    out
+}
+
+fn parse_frames(mut bytes: &[u8]) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    while let Some(head) = FrameHeader::parse(bytes) {
+        let end = frame::HEADER_LEN + head.len as usize;
+        frames.push((head, bytes[frame::HEADER_LEN..end].to_vec()));
+        bytes = &bytes[end..];
+    }
+    assert!(bytes.is_empty(), "output ends on a frame boundary");
+    frames
+}
+
+fn goaway_reason(frames: &[Frame]) -> Option<Reason> {
+    frames
+        .iter()
+        .find(|(h, _)| h.kind == kind::GOAWAY)
+        .map(|(_, p)| Reason(u32::from_be_bytes([p[4], p[5], p[6], p[7]])))
+}
+
+fn rst_reason(frames: &[Frame], stream: u32) -> Option<Reason> {
+    frames
+        .iter()
+        .find(|(h, _)| h.kind == kind::RST_STREAM && h.stream == stream)
+        .map(|(_, p)| Reason(u32::from_be_bytes([p[0], p[1], p[2], p[3]])))
+}
+
+/// Feeds `bytes` and expects a connection error with `reason`.
+fn expect_goaway(peer: &mut Peer, bytes: &[u8], reason: Reason) {
+    peer.feed(bytes);
+    let frames = peer.take_frames();
+    assert_eq!(goaway_reason(&frames), Some(reason), "{frames:?}");
+    assert!(peer.conn.is_closed());
+    assert_eq!(peer.conn.error().map(|e| e.reason), Some(reason));
+}
+
+fn settings_frame(params: &[(u16, u32)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::write_settings(&mut out, params);
+    out
+}
+
+fn window_update(stream: u32, increment: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::write_window_update(&mut out, stream, increment);
+    out
+}
+
+#[test]
+fn settings_advertise_the_configured_limits() {
+    let conn = Connection::new(Config::default());
+    let frames = parse_frames(conn.output());
+    let (head, payload) = &frames[0];
+    assert_eq!((head.kind, head.stream, head.flags), (kind::SETTINGS, 0, 0));
+    let params: Vec<(u16, u32)> = payload
+        .chunks(6)
+        .map(|c| {
+            (
+                u16::from_be_bytes([c[0], c[1]]),
+                u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+            )
+        })
+        .collect();
+    assert!(params.contains(&(setting::MAX_CONCURRENT_STREAMS, 4096)));
+    assert!(params.contains(&(setting::INITIAL_WINDOW_SIZE, 1 << 20)));
+    // The connection window is opened beyond the default 65535.
+    assert_eq!(frames[1].0.kind, kind::WINDOW_UPDATE);
+}
+
+#[test]
+fn invalid_preface_is_a_protocol_error() {
+    let mut conn = Connection::new(Config::default());
+    let mut events = Vec::new();
+    conn.recv(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", &mut events);
+    let frames = parse_frames(conn.output());
+    assert_eq!(goaway_reason(&frames), Some(Reason::PROTOCOL_ERROR));
+}
+
+#[test]
+fn preface_may_arrive_in_pieces() {
+    let mut conn = Connection::new(Config::default());
+    let mut events = Vec::new();
+    assert_eq!(conn.recv(&PREFACE[..10], &mut events), 0);
+    assert!(conn.error().is_none());
+    let mut rest = PREFACE.to_vec();
+    frame::write_settings(&mut rest, &[]);
+    assert_eq!(conn.recv(&rest, &mut events), rest.len());
+    assert!(conn.error().is_none());
+}
+
+#[test]
+fn first_frame_must_be_settings() {
+    let mut conn = Connection::new(Config::default());
+    let mut bytes = PREFACE.to_vec();
+    bytes.extend(frame_bytes(kind::PING, 0, 0, &[0; 8]));
+    conn.recv(&bytes, &mut Vec::new());
+    assert_eq!(conn.error().map(|e| e.reason), Some(Reason::PROTOCOL_ERROR));
+}
+
+#[test]
+fn partial_frames_wait_for_the_rest() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, true);
+    let mut events = Vec::new();
+    assert_eq!(peer.conn.recv(&bytes[..5], &mut events), 0);
+    assert_eq!(peer.conn.recv(&bytes[..bytes.len() - 1], &mut events), 0);
+    assert!(events.is_empty());
+    assert_eq!(peer.conn.recv(&bytes, &mut events), bytes.len());
+    assert_eq!(events.len(), 1);
+}
+
+#[test]
+fn ping_is_answered_and_acks_are_not() {
+    let mut peer = Peer::default();
+    peer.feed(&frame_bytes(kind::PING, 0, 0, b"12345678"));
+    let frames = peer.take_frames();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].0.kind, kind::PING);
+    assert!(frames[0].0.has(flag::ACK));
+    assert_eq!(frames[0].1, b"12345678");
+    peer.feed(&frame_bytes(kind::PING, flag::ACK, 0, b"12345678"));
+    assert!(peer.take_frames().is_empty());
+}
+
+#[test]
+fn malformed_pings_are_connection_errors() {
+    expect_goaway(
+        &mut Peer::default(),
+        &frame_bytes(kind::PING, 0, 0, &[0; 7]),
+        Reason::FRAME_SIZE_ERROR,
+    );
+    expect_goaway(
+        &mut Peer::default(),
+        &frame_bytes(kind::PING, 0, 1, &[0; 8]),
+        Reason::PROTOCOL_ERROR,
+    );
+}
+
+#[test]
+fn settings_errors() {
+    let cases: Vec<(Vec<u8>, Reason)> = vec![
+        (
+            frame_bytes(kind::SETTINGS, flag::ACK, 0, &[0; 6]),
+            Reason::FRAME_SIZE_ERROR,
+        ),
+        (
+            frame_bytes(kind::SETTINGS, 0, 1, &[]),
+            Reason::PROTOCOL_ERROR,
+        ),
+        (
+            frame_bytes(kind::SETTINGS, 0, 0, &[0; 5]),
+            Reason::FRAME_SIZE_ERROR,
+        ),
+        (
+            settings_frame(&[(setting::ENABLE_PUSH, 2)]),
+            Reason::PROTOCOL_ERROR,
+        ),
+        (
+            settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 1 << 31)]),
+            Reason::FLOW_CONTROL_ERROR,
+        ),
+        (
+            settings_frame(&[(setting::MAX_FRAME_SIZE, 16_383)]),
+            Reason::PROTOCOL_ERROR,
+        ),
+        (
+            settings_frame(&[(setting::MAX_FRAME_SIZE, 1 << 24)]),
+            Reason::PROTOCOL_ERROR,
+        ),
+    ];
+    for (bytes, reason) in cases {
+        expect_goaway(&mut Peer::default(), &bytes, reason);
+    }
+}
+
+#[test]
+fn settings_are_acknowledged_and_unknown_ones_ignored() {
+    let mut peer = Peer::default();
+    peer.feed(&settings_frame(&[
+        (0x99, 7),
+        (setting::MAX_FRAME_SIZE, 20_000),
+    ]));
+    let frames = peer.take_frames();
+    assert_eq!(frames.len(), 1);
+    assert!(frames[0].0.kind == kind::SETTINGS && frames[0].0.has(flag::ACK));
+    assert!(peer.conn.error().is_none());
+}
+
+#[test]
+fn request_headers_become_an_event_with_their_fields() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, false);
+    let events = peer.feed(&bytes);
+    let Event::Request {
+        stream,
+        fields,
+        end_stream,
+        too_large,
+    } = events[0].clone()
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!((stream, end_stream, too_large), (1, false, false));
+    let list: Vec<_> = peer.conn.fields().iter(fields).collect();
+    assert!(list.contains(&(&b":path"[..], &b"/a.B/C"[..])));
+    assert!(list.contains(&(&b"content-type"[..], &b"application/grpc"[..])));
+}
+
+#[test]
+fn headers_with_padding_and_priority() {
+    let mut peer = Peer::default();
+    let block = peer.request_block("/p.Q/R");
+    let mut payload = vec![3];
+    payload.extend([0, 0, 0, 0, 16]);
+    payload.extend(&block);
+    payload.extend([0, 0, 0]);
+    let events = peer.feed(&frame_bytes(
+        kind::HEADERS,
+        flag::END_HEADERS | flag::END_STREAM | flag::PADDED | flag::PRIORITY,
+        3,
+        &payload,
+    ));
+    assert!(matches!(
+        events[0],
+        Event::Request {
+            stream: 3,
+            end_stream: true,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn header_block_spread_over_continuation_frames() {
+    let mut peer = Peer::default();
+    let block = peer.request_block("/x.Y/Z");
+    let (a, rest) = block.split_at(3);
+    let (b, c) = rest.split_at(2);
+    let mut bytes = frame_bytes(kind::HEADERS, flag::END_STREAM, 1, a);
+    bytes.extend(frame_bytes(kind::CONTINUATION, 0, 1, b));
+    bytes.extend(frame_bytes(kind::CONTINUATION, flag::END_HEADERS, 1, c));
+    let events = peer.feed(&bytes);
+    let Event::Request { fields, .. } = events[0].clone() else {
+        panic!()
+    };
+    assert!(peer
+        .conn
+        .fields()
+        .iter(fields)
+        .any(|f| f == (&b":path"[..], &b"/x.Y/Z"[..])));
+}
+
+#[test]
+fn continuation_rules() {
+    let mut peer = Peer::default();
+    let block = peer.request_block("/x.Y/Z");
+    let mut bytes = frame_bytes(kind::HEADERS, 0, 1, &block[..2]);
+    bytes.extend(frame_bytes(kind::PING, 0, 0, &[0; 8]));
+    expect_goaway(&mut peer, &bytes, Reason::PROTOCOL_ERROR);
+
+    let mut peer = Peer::default();
+    expect_goaway(
+        &mut peer,
+        &frame_bytes(kind::CONTINUATION, flag::END_HEADERS, 1, &[0x82]),
+        Reason::PROTOCOL_ERROR,
+    );
+
+    let mut peer = Peer::default();
+    let block = peer.request_block("/x.Y/Z");
+    let mut bytes = frame_bytes(kind::HEADERS, 0, 1, &block[..2]);
+    bytes.extend(frame_bytes(
+        kind::CONTINUATION,
+        flag::END_HEADERS,
+        3,
+        &block[2..],
+    ));
+    expect_goaway(&mut peer, &bytes, Reason::PROTOCOL_ERROR);
+}
+
+#[test]
+fn continuation_flood_is_bounded() {
+    let mut peer = Peer::default();
+    let mut bytes = frame_bytes(kind::HEADERS, 0, 1, &[0x82]);
+    for _ in 0..100 {
+        bytes.extend(frame_bytes(kind::CONTINUATION, 0, 1, &[0; 1000]));
+    }
+    expect_goaway(&mut peer, &bytes, Reason::ENHANCE_YOUR_CALM);
+}
+
+#[test]
+fn data_events_index_the_input_without_padding() {
+    let mut peer = Peer::default();
+    let mut bytes = peer.headers_frame(1, false);
+    bytes.extend(frame_bytes(kind::DATA, 0, 1, b"hello"));
+    bytes.extend(frame_bytes(
+        kind::DATA,
+        flag::PADDED | flag::END_STREAM,
+        1,
+        b"\x02ab\0\0",
+    ));
+    let events = peer.feed(&bytes);
+    let data: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Data {
+                data, end_stream, ..
+            } => Some((peer.input[data.clone()].to_vec(), *end_stream)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        data,
+        vec![(b"hello".to_vec(), false), (b"ab".to_vec(), true)]
+    );
+}
+
+#[test]
+fn stream_identifier_rules() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(2, true);
+    expect_goaway(&mut peer, &bytes, Reason::PROTOCOL_ERROR);
+
+    let mut peer = Peer::default();
+    let mut bytes = peer.headers_frame(5, true);
+    bytes.extend(peer.headers_frame(3, true));
+    expect_goaway(&mut peer, &bytes, Reason::PROTOCOL_ERROR);
+
+    let mut peer = Peer::default();
+    expect_goaway(
+        &mut peer,
+        &frame_bytes(kind::DATA, 0, 1, b"x"),
+        Reason::PROTOCOL_ERROR,
+    );
+    let mut peer = Peer::default();
+    expect_goaway(
+        &mut peer,
+        &frame_bytes(kind::DATA, 0, 0, b"x"),
+        Reason::PROTOCOL_ERROR,
+    );
+    let mut peer = Peer::default();
+    expect_goaway(
+        &mut peer,
+        &frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]),
+        Reason::PROTOCOL_ERROR,
+    );
+    let mut peer = Peer::default();
+    expect_goaway(&mut peer, &window_update(1, 1), Reason::PROTOCOL_ERROR);
+    let mut peer = Peer::default();
+    expect_goaway(
+        &mut peer,
+        &frame_bytes(kind::PUSH_PROMISE, flag::END_HEADERS, 1, &[0, 0, 0, 2]),
+        Reason::PROTOCOL_ERROR,
+    );
+}
+
+#[test]
+fn data_after_end_stream_is_stream_closed() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, true);
+    peer.feed(&bytes);
+    peer.take_frames();
+    peer.feed(&frame_bytes(kind::DATA, 0, 1, b"late"));
+    let frames = peer.take_frames();
+    assert_eq!(rst_reason(&frames, 1), Some(Reason::STREAM_CLOSED));
+    assert!(peer.conn.error().is_none());
+}
+
+#[test]
+fn headers_on_a_closed_stream_is_stream_closed() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, true);
+    peer.feed(&bytes);
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], true);
+    peer.take_frames();
+    let bytes = peer.headers_frame(1, true);
+    expect_goaway(&mut peer, &bytes, Reason::STREAM_CLOSED);
+}
+
+#[test]
+fn concurrent_stream_limit_refuses_the_extra_stream() {
+    let mut peer = Peer::new(Config {
+        max_concurrent_streams: 2,
+        ..Config::default()
+    });
+    let mut bytes = Vec::new();
+    for id in [1, 3, 5] {
+        bytes.extend(peer.headers_frame(id, false));
+    }
+    let events = peer.feed(&bytes);
+    assert_eq!(events.len(), 2);
+    let frames = peer.take_frames();
+    assert_eq!(rst_reason(&frames, 5), Some(Reason::REFUSED_STREAM));
+    // DATA already on its way for the refused stream is ignored.
+    peer.feed(&frame_bytes(kind::DATA, flag::END_STREAM, 5, b"x"));
+    assert!(peer.take_frames().is_empty());
+    assert!(peer.conn.error().is_none());
+}
+
+#[test]
+fn self_dependency_is_a_stream_error() {
+    let mut peer = Peer::default();
+    peer.feed(&frame_bytes(kind::PRIORITY, 0, 1, &[0, 0, 0, 1, 16]));
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        Some(Reason::PROTOCOL_ERROR)
+    );
+    let mut peer = Peer::default();
+    peer.feed(&frame_bytes(kind::PRIORITY, 0, 1, &[0, 0, 0, 3, 16]));
+    assert!(
+        peer.take_frames().is_empty(),
+        "PRIORITY is accepted and ignored"
+    );
+    peer.feed(&frame_bytes(kind::PRIORITY, 0, 1, &[0, 0, 0, 3]));
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        Some(Reason::FRAME_SIZE_ERROR)
+    );
+}
+
+#[test]
+fn unknown_frame_types_are_ignored() {
+    let mut peer = Peer::default();
+    let events = peer.feed(&frame_bytes(0x42, 0xff, 0, b"whatever"));
+    assert!(events.is_empty());
+    assert!(peer.take_frames().is_empty());
+    assert!(peer.conn.error().is_none());
+}
+
+#[test]
+fn frame_larger_than_the_limit_is_a_frame_size_error() {
+    let mut peer = Peer::default();
+    let bytes = frame_bytes(kind::DATA, 0, 1, &vec![0; 16_385]);
+    expect_goaway(&mut peer, &bytes, Reason::FRAME_SIZE_ERROR);
+}
+
+#[test]
+fn invalid_hpack_is_a_compression_error() {
+    let mut peer = Peer::default();
+    // Indexed field 0 does not exist.
+    expect_goaway(
+        &mut peer,
+        &frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &[0x80]),
+        Reason::COMPRESSION_ERROR,
+    );
+}
+
+#[test]
+fn malformed_request_is_reset_and_the_connection_goes_on() {
+    let mut peer = Peer::default();
+    let block = peer.block(&[(":method", "POST"), (":path", "/a")]);
+    peer.feed(&frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &block));
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        Some(Reason::PROTOCOL_ERROR)
+    );
+    let bytes = peer.headers_frame(3, true);
+    assert_eq!(peer.feed(&bytes).len(), 1);
+}
+
+#[test]
+fn content_length_must_match_the_data() {
+    let mut peer = Peer::default();
+    let block = peer.block(&[
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/"),
+        ("content-length", "3"),
+    ]);
+    let mut bytes = frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &block);
+    bytes.extend(frame_bytes(kind::DATA, flag::END_STREAM, 1, b"ab"));
+    peer.feed(&bytes);
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        Some(Reason::PROTOCOL_ERROR)
+    );
+}
+
+#[test]
+fn oversized_header_list_is_flagged() {
+    let mut peer = Peer::new(Config {
+        max_header_list_size: 300,
+        ..Config::default()
+    });
+    let long = "v".repeat(400);
+    let block = peer.block(&[
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/a"),
+        ("x-big", &long),
+    ]);
+    let events = peer.feed(&frame_bytes(
+        kind::HEADERS,
+        flag::END_HEADERS | flag::END_STREAM,
+        1,
+        &block,
+    ));
+    let Event::Request {
+        fields, too_large, ..
+    } = events[0].clone()
+    else {
+        panic!()
+    };
+    assert!(too_large);
+    assert!(fields.is_empty());
+}
+
+#[test]
+fn trailers_from_the_client_end_the_stream() {
+    let mut peer = Peer::default();
+    let mut bytes = peer.headers_frame(1, false);
+    let trailers = peer.block(&[("x-check", "1")]);
+    bytes.extend(frame_bytes(
+        kind::HEADERS,
+        flag::END_HEADERS | flag::END_STREAM,
+        1,
+        &trailers,
+    ));
+    let events = peer.feed(&bytes);
+    assert_eq!(
+        events[1],
+        Event::Data {
+            stream: 1,
+            data: 0..0,
+            end_stream: true
+        }
+    );
+    // A second HEADERS without END_STREAM is malformed.
+    let mut peer = Peer::default();
+    let mut bytes = peer.headers_frame(1, false);
+    bytes.extend(frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &trailers));
+    peer.feed(&bytes);
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        Some(Reason::PROTOCOL_ERROR)
+    );
+}
+
+#[test]
+fn peer_reset_drops_the_stream() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, false);
+    peer.feed(&bytes);
+    let events = peer.feed(&frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]));
+    assert_eq!(events, vec![Event::Reset { stream: 1 }]);
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], false);
+    peer.conn.send_data(1, b"nothing", true);
+    assert!(
+        peer.take_frames().is_empty(),
+        "nothing is sent on a reset stream"
+    );
+    expect_goaway(
+        &mut peer,
+        &frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 8]),
+        Reason::FRAME_SIZE_ERROR,
+    );
+}
+
+#[test]
+fn response_is_headers_data_trailers_with_small_steady_state_headers() {
+    let mut peer = Peer::default();
+    let mut sizes = Vec::new();
+    for id in [1, 3] {
+        let bytes = peer.headers_frame(id, true);
+        peer.feed(&bytes);
+        peer.conn.send_headers(
+            id,
+            &[
+                Field::indexed(b":status", b"200"),
+                Field::indexed(b"content-type", b"application/grpc"),
+            ],
+            false,
+        );
+        peer.conn.send_data(id, b"\0\0\0\0\x02hi", false);
+        peer.conn
+            .send_trailers(id, &[Field::indexed(b"grpc-status", b"0")]);
+        let frames = peer.take_frames();
+        let kinds: Vec<_> = frames.iter().map(|(h, _)| (h.kind, h.flags)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (kind::HEADERS, flag::END_HEADERS),
+                (kind::DATA, 0),
+                (kind::HEADERS, flag::END_HEADERS | flag::END_STREAM)
+            ]
+        );
+        let headers = peer.decode(&frames[0].1);
+        assert_eq!(headers[0], (":status".into(), "200".into()));
+        let trailers = peer.decode(&frames[2].1);
+        assert_eq!(trailers, vec![("grpc-status".into(), "0".into())]);
+        sizes.push((frames[0].1.len(), frames[2].1.len()));
+        assert!(!peer.conn.is_stream_open(id));
+    }
+    assert!(
+        sizes[1].0 <= 2 && sizes[1].1 == 1,
+        "steady-state headers are indexed: {sizes:?}"
+    );
+}
+
+#[test]
+fn send_respects_windows_and_resumes_on_window_update() {
+    let mut peer = Peer::default();
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 10)]));
+    peer.take_frames();
+    let bytes = peer.headers_frame(1, true);
+    peer.feed(&bytes);
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], false);
+    peer.conn.send_data(1, &[9; 25], false);
+    peer.conn
+        .send_trailers(1, &[Field::indexed(b"grpc-status", b"0")]);
+    let frames = peer.take_frames();
+    let data: usize = frames
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA)
+        .map(|(h, _)| h.len as usize)
+        .sum();
+    assert_eq!(data, 10, "only the stream window is sent");
+    assert_eq!(
+        frames
+            .iter()
+            .filter(|(h, _)| h.kind == kind::HEADERS)
+            .count(),
+        1,
+        "trailers wait"
+    );
+
+    peer.feed(&window_update(1, 10));
+    let frames = peer.take_frames();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].0.len, 10);
+
+    // A larger initial window opens the stream's window by the difference.
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 100)]));
+    let frames = peer.take_frames();
+    let data: Vec<_> = frames
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA)
+        .collect();
+    assert_eq!(data.len(), 1);
+    assert_eq!(data[0].0.len, 5);
+    let last = frames.last().unwrap();
+    assert_eq!(last.0.kind, kind::HEADERS);
+    assert!(last.0.has(flag::END_STREAM));
+    assert!(!peer.conn.is_stream_open(1));
+}
+
+#[test]
+fn connection_window_is_shared_and_data_split_by_frame_size() {
+    let mut peer = Peer::default();
+    let mut bytes = peer.headers_frame(1, true);
+    bytes.extend(peer.headers_frame(3, true));
+    peer.feed(&bytes);
+    peer.take_frames();
+    peer.conn.send_data(1, &vec![1; 40_000], true);
+    peer.conn.send_data(3, &vec![3; 40_000], true);
+    let frames = peer.take_frames();
+    assert!(frames.iter().all(|(h, _)| h.len <= 16_384));
+    let sent: usize = frames.iter().map(|(h, _)| h.len as usize).sum();
+    assert_eq!(sent, 65_535, "the default connection window");
+    assert_eq!(
+        frames
+            .iter()
+            .filter(|(h, _)| h.has(flag::END_STREAM))
+            .count(),
+        1
+    );
+    peer.feed(&window_update(0, 1 << 20));
+    let frames = peer.take_frames();
+    // The rest of stream 3 fits in its own 65535 window now.
+    let sent: usize = frames.iter().map(|(h, _)| h.len as usize).sum();
+    assert_eq!(sent, 80_000 - 65_535);
+    let last = frames.last().unwrap();
+    assert!(last.0.stream == 3 && last.0.has(flag::END_STREAM));
+}
+
+#[test]
+fn window_overflow_is_a_flow_control_error() {
+    let mut peer = Peer::default();
+    expect_goaway(
+        &mut peer,
+        &window_update(0, (1 << 31) - 1),
+        Reason::FLOW_CONTROL_ERROR,
+    );
+
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, false);
+    peer.feed(&bytes);
+    peer.feed(&window_update(1, (1 << 31) - 1));
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        Some(Reason::FLOW_CONTROL_ERROR)
+    );
+    assert!(peer.conn.error().is_none());
+
+    let mut peer = Peer::default();
+    expect_goaway(&mut peer, &window_update(0, 0), Reason::PROTOCOL_ERROR);
+    let mut peer = Peer::default();
+    expect_goaway(
+        &mut peer,
+        &frame_bytes(kind::WINDOW_UPDATE, 0, 0, &[0, 0, 1]),
+        Reason::FRAME_SIZE_ERROR,
+    );
+}
+
+#[test]
+fn receive_window_is_replenished_in_batches() {
+    let mut peer = Peer::default();
+    let mut bytes = Vec::new();
+    for i in 0..400u32 {
+        let id = 1 + 2 * i;
+        bytes.extend(peer.headers_frame(id, false));
+        bytes.extend(frame_bytes(kind::DATA, flag::END_STREAM, id, &[0; 16_000]));
+    }
+    peer.feed(&bytes);
+    let updates: Vec<_> = peer
+        .take_frames()
+        .into_iter()
+        .filter(|(h, _)| h.kind == kind::WINDOW_UPDATE)
+        .collect();
+    // 6.4 MB received: one connection-level update, no per-stream updates.
+    assert_eq!(updates.len(), 1);
+    assert_eq!(updates[0].0.stream, 0);
+}
+
+#[test]
+fn data_beyond_the_connection_window_is_a_flow_control_error() {
+    let mut peer = Peer::new(Config {
+        connection_window: 65_535,
+        initial_stream_window: 1 << 20,
+        ..Config::default()
+    });
+    let mut bytes = peer.headers_frame(1, false);
+    for _ in 0..5 {
+        bytes.extend(frame_bytes(kind::DATA, 0, 1, &[0; 16_000]));
+    }
+    expect_goaway(&mut peer, &bytes, Reason::FLOW_CONTROL_ERROR);
+}
+
+#[test]
+fn graceful_go_away_takes_two_steps() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, false);
+    peer.feed(&bytes);
+    peer.conn.go_away();
+    let frames = peer.take_frames();
+    assert_eq!(frames[0].0.kind, kind::GOAWAY);
+    assert_eq!(&frames[0].1[..4], &[0x7f, 0xff, 0xff, 0xff]);
+    assert_eq!(frames[1].0.kind, kind::PING);
+    // A request sent before the client saw the GOAWAY is still accepted.
+    let bytes = peer.headers_frame(3, false);
+    assert_eq!(peer.feed(&bytes).len(), 1);
+    peer.feed(&frame_bytes(kind::PING, flag::ACK, 0, &frames[1].1));
+    let frames = peer.take_frames();
+    assert_eq!(frames[0].0.kind, kind::GOAWAY);
+    assert_eq!(&frames[0].1[..8], &[0, 0, 0, 3, 0, 0, 0, 0]);
+    // Later streams are refused; open ones finish, then the connection is done.
+    let bytes = peer.headers_frame(5, true);
+    peer.feed(&bytes);
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 5),
+        Some(Reason::REFUSED_STREAM)
+    );
+    for id in [1, 3] {
+        assert!(!peer.conn.is_closed());
+        peer.feed(&frame_bytes(kind::DATA, flag::END_STREAM, id, b""));
+        peer.conn
+            .send_headers(id, &[Field::indexed(b":status", b"200")], true);
+    }
+    assert!(peer.conn.is_closed());
+    assert!(peer.conn.error().is_none());
+}
+
+#[test]
+fn goaway_from_the_client_closes_once_streams_are_done() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, true);
+    peer.feed(&bytes);
+    peer.feed(&frame_bytes(kind::GOAWAY, 0, 0, &[0, 0, 0, 0, 0, 0, 0, 0]));
+    assert!(!peer.conn.is_closed());
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], true);
+    assert!(peer.conn.is_closed());
+}
+
+#[test]
+fn early_answer_resets_a_stream_the_client_is_still_sending_on() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, false);
+    peer.feed(&bytes);
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], true);
+    let frames = peer.take_frames();
+    assert_eq!(rst_reason(&frames, 1), Some(Reason::NO_ERROR));
+    // Its DATA still in flight is ignored.
+    peer.feed(&frame_bytes(kind::DATA, flag::END_STREAM, 1, b"rest"));
+    assert!(peer.take_frames().is_empty());
+}
+
+#[test]
+fn large_header_block_is_split_into_continuation() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, true);
+    peer.feed(&bytes);
+    peer.take_frames();
+    let big = vec![b'a'; 40_000];
+    peer.conn.send_headers(
+        1,
+        &[
+            Field::indexed(b":status", b"200"),
+            Field::literal(b"x-big", &big),
+        ],
+        true,
+    );
+    let frames = peer.take_frames();
+    assert_eq!(frames[0].0.kind, kind::HEADERS);
+    assert!(!frames[0].0.has(flag::END_HEADERS));
+    assert!(frames[1..]
+        .iter()
+        .all(|(h, _)| h.kind == kind::CONTINUATION));
+    assert!(frames.last().unwrap().0.has(flag::END_HEADERS));
+    let block: Vec<u8> = frames.iter().flat_map(|(_, p)| p.clone()).collect();
+    let fields = peer.decode(&block);
+    assert_eq!(fields[1].1.len(), 40_000);
+}

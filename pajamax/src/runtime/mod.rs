@@ -1,0 +1,56 @@
+//! Worker threads and the acceptor: the only part of pajamax that does I/O.
+
+pub(crate) mod acceptor;
+pub(crate) mod worker;
+
+use crate::grpc::connection::GrpcConfig;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// Runtime settings, filled by the [`Builder`](crate::server::Builder).
+#[derive(Debug, Clone)]
+pub(crate) struct RuntimeConfig {
+    pub workers: usize,
+    pub pin_workers: bool,
+    pub max_connections: usize,
+    pub idle_timeout: Option<Duration>,
+    pub shutdown_grace: Duration,
+    pub max_pending_output: usize,
+    pub read_buffer_size: usize,
+    pub grpc: GrpcConfig,
+}
+
+/// State shared by the acceptor, the workers and the server handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub shutdown: AtomicBool,
+    /// Connections each worker holds now.
+    pub loads: Vec<AtomicUsize>,
+}
+
+impl Shared {
+    pub fn new(workers: usize) -> Shared {
+        Shared {
+            shutdown: AtomicBool::new(false),
+            loads: (0..workers).map(|_| AtomicUsize::new(0)).collect(),
+        }
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    pub fn total_connections(&self) -> usize {
+        self.loads.iter().map(|l| l.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The worker holding the fewest connections.
+    pub fn least_loaded(&self) -> usize {
+        self.loads
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, load)| load.load(Ordering::Relaxed))
+            .map(|(index, _)| index)
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,338 @@
+//! A worker thread: one `mio::Poll`, the connections it owns, and the loop
+//! that reads, runs handlers and writes.
+
+use crate::grpc::connection::GrpcConnection;
+use crate::grpc::router::Router;
+use crate::h2::frame::Reason;
+use crate::runtime::{RuntimeConfig, Shared};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WAKER: Token = Token(0);
+
+/// How many reads one connection gets before the others have their turn.
+const READS_PER_TURN: usize = 8;
+
+/// How long a closed connection waits for the peer to close after the
+/// server's GOAWAY, so the GOAWAY is not lost to a TCP reset.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// A connection handed from the acceptor to a worker.
+pub(crate) struct NewConnection {
+    pub socket: TcpStream,
+    pub peer: SocketAddr,
+    /// The server is full: answer with a GOAWAY and close.
+    pub reject: bool,
+}
+
+/// The acceptor's way to reach a worker.
+#[derive(Clone)]
+pub(crate) struct WorkerHandle {
+    pub sender: Sender<NewConnection>,
+    pub waker: Arc<Waker>,
+}
+
+struct Conn {
+    socket: TcpStream,
+    grpc: GrpcConnection,
+    input: Vec<u8>,
+    filled: usize,
+    last_active: Instant,
+    read_paused: bool,
+    /// When the write side was shut down after the final GOAWAY.
+    lingering_since: Option<Instant>,
+}
+
+pub(crate) struct Worker {
+    index: usize,
+    poll: Poll,
+    receiver: Receiver<NewConnection>,
+    router: Arc<Router>,
+    config: RuntimeConfig,
+    shared: Arc<Shared>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    again: Vec<usize>,
+    shutting_down_since: Option<Instant>,
+}
+
+enum Outcome {
+    Open,
+    Closed,
+}
+
+impl Worker {
+    pub fn new(
+        index: usize,
+        router: Arc<Router>,
+        config: RuntimeConfig,
+        shared: Arc<Shared>,
+        receiver: Receiver<NewConnection>,
+        poll: Poll,
+    ) -> Worker {
+        Worker {
+            index,
+            poll,
+            receiver,
+            router,
+            config,
+            shared,
+            conns: Vec::new(),
+            free: Vec::new(),
+            again: Vec::new(),
+            shutting_down_since: None,
+        }
+    }
+
+    /// A poll and the waker the acceptor uses to reach it.
+    pub fn poll_and_waker() -> io::Result<(Poll, Arc<Waker>)> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        Ok((poll, waker))
+    }
+
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let tick = self
+            .config
+            .idle_timeout
+            .map_or(Duration::from_secs(1), |t| {
+                (t / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
+            });
+        let mut next_sweep = Instant::now() + tick;
+        loop {
+            let timeout = if self.again.is_empty() {
+                next_sweep.saturating_duration_since(Instant::now())
+            } else {
+                Duration::ZERO
+            };
+            if let Err(err) = self.poll.poll(&mut events, Some(timeout)) {
+                if err.kind() != io::ErrorKind::Interrupted {
+                    log::error!("worker {}: poll failed: {err}", self.index);
+                    break;
+                }
+            }
+            let now = Instant::now();
+            let mut again = std::mem::take(&mut self.again);
+            for event in events.iter() {
+                match event.token() {
+                    WAKER => self.take_new_connections(now),
+                    Token(t) => {
+                        let slot = t - 1;
+                        again.retain(|&s| s != slot);
+                        self.on_ready(slot, now);
+                    }
+                }
+            }
+            for slot in again.drain(..) {
+                self.on_ready(slot, now);
+            }
+            self.again.append(&mut again);
+            if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
+                self.begin_shutdown(now);
+            }
+            if now >= next_sweep {
+                self.sweep(now);
+                next_sweep = now + tick;
+            }
+            if self.shutting_down_since.is_some() && self.conns.iter().all(Option::is_none) {
+                break;
+            }
+        }
+    }
+
+    fn take_new_connections(&mut self, now: Instant) {
+        while let Ok(new) = self.receiver.try_recv() {
+            if let Err(err) = self.add_connection(new, now) {
+                log::warn!("worker {}: could not take a connection: {err}", self.index);
+                self.shared.loads[self.index].fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn add_connection(&mut self, new: NewConnection, now: Instant) -> io::Result<()> {
+        let mut socket = new.socket;
+        socket.set_nodelay(true)?;
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        self.poll.registry().register(
+            &mut socket,
+            Token(slot + 1),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        let mut grpc = GrpcConnection::new(self.router.clone(), &self.config.grpc, Some(new.peer));
+        if new.reject {
+            grpc.close(Reason::NO_ERROR, "too many connections");
+        } else if self.shutting_down_since.is_some() {
+            grpc.close(Reason::NO_ERROR, "server shutting down");
+        }
+        let size = self
+            .config
+            .read_buffer_size
+            .max(self.config.grpc.h2.max_frame_size as usize + 1024);
+        self.conns[slot] = Some(Conn {
+            socket,
+            grpc,
+            input: vec![0; size],
+            filled: 0,
+            last_active: now,
+            read_paused: false,
+            lingering_since: None,
+        });
+        self.again.push(slot);
+        Ok(())
+    }
+
+    fn on_ready(&mut self, slot: usize, now: Instant) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let outcome = serve(conn, &self.config, now, &mut self.again, slot);
+        if let Outcome::Closed = outcome {
+            self.remove(slot);
+        }
+    }
+
+    fn begin_shutdown(&mut self, now: Instant) {
+        self.shutting_down_since = Some(now);
+        for slot in 0..self.conns.len() {
+            if let Some(conn) = self.conns[slot].as_mut() {
+                conn.grpc.go_away();
+                self.again.push(slot);
+            }
+        }
+    }
+
+    /// Closes idle connections, ends lingering ones, and forces the end of
+    /// a shutdown that takes longer than its grace period.
+    fn sweep(&mut self, now: Instant) {
+        let force = self
+            .shutting_down_since
+            .is_some_and(|since| now.duration_since(since) > self.config.shutdown_grace);
+        for slot in 0..self.conns.len() {
+            let Some(conn) = self.conns[slot].as_mut() else {
+                continue;
+            };
+            if let Some(since) = conn.lingering_since {
+                if now.duration_since(since) > LINGER || force {
+                    self.remove(slot);
+                }
+                continue;
+            }
+            if force {
+                conn.grpc
+                    .close(Reason::NO_ERROR, "shutdown grace period over");
+                self.again.push(slot);
+                continue;
+            }
+            let idle_for = now.duration_since(conn.last_active);
+            if conn.grpc.is_idle()
+                && self
+                    .config
+                    .idle_timeout
+                    .is_some_and(|limit| idle_for > limit)
+            {
+                conn.grpc.close(Reason::NO_ERROR, "idle timeout");
+                self.again.push(slot);
+            }
+        }
+    }
+
+    fn remove(&mut self, slot: usize) {
+        if let Some(mut conn) = self.conns[slot].take() {
+            let _ = self.poll.registry().deregister(&mut conn.socket);
+            self.free.push(slot);
+            self.shared.loads[self.index].fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Writes what is waiting, reads what is there, runs the requests, writes
+/// the answers. Returns whether the connection goes on.
+fn serve(
+    conn: &mut Conn,
+    config: &RuntimeConfig,
+    now: Instant,
+    again: &mut Vec<usize>,
+    slot: usize,
+) -> Outcome {
+    if flush(conn).is_err() {
+        return Outcome::Closed;
+    }
+    if conn.read_paused && conn.grpc.output().len() <= config.max_pending_output / 2 {
+        conn.read_paused = false;
+    }
+    let mut reads = 0;
+    while !conn.read_paused && reads < READS_PER_TURN {
+        if conn.lingering_since.is_some() {
+            return linger(conn);
+        }
+        if conn.grpc.is_closed() {
+            break;
+        }
+        reads += 1;
+        let n = match conn.socket.read(&mut conn.input[conn.filled..]) {
+            Ok(0) => return Outcome::Closed,
+            Ok(n) => n,
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Outcome::Closed,
+        };
+        conn.filled += n;
+        conn.last_active = now;
+        let used = conn.grpc.recv(&conn.input[..conn.filled], now);
+        conn.input.copy_within(used..conn.filled, 0);
+        conn.filled -= used;
+        if flush(conn).is_err() {
+            return Outcome::Closed;
+        }
+        if conn.grpc.output().len() > config.max_pending_output {
+            conn.read_paused = true;
+        }
+        if reads == READS_PER_TURN {
+            again.push(slot);
+        }
+    }
+    if conn.grpc.is_closed() && conn.grpc.output().is_empty() && conn.lingering_since.is_none() {
+        let _ = conn.socket.shutdown(Shutdown::Write);
+        conn.lingering_since = Some(now);
+        return linger(conn);
+    }
+    Outcome::Open
+}
+
+/// Writes as much of the output as the socket takes.
+fn flush(conn: &mut Conn) -> io::Result<()> {
+    while !conn.grpc.output().is_empty() {
+        match conn.socket.write(conn.grpc.output()) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => conn.grpc.advance_output(n),
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}
+
+/// After the final GOAWAY: discard input until the peer closes.
+fn linger(conn: &mut Conn) -> Outcome {
+    let mut sink = [0u8; 4096];
+    loop {
+        match conn.socket.read(&mut sink) {
+            Ok(0) => return Outcome::Closed,
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Outcome::Open,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Outcome::Closed,
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! The server builder and the handle that shuts a running server down.
+
+use crate::grpc::connection::GrpcConfig;
+use crate::grpc::router::Router;
+use crate::grpc::service::Service;
+use crate::runtime::acceptor::Acceptor;
+use crate::runtime::worker::{Worker, WorkerHandle};
+use crate::runtime::{RuntimeConfig, Shared};
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Entry point: `Server::builder()`.
+///
+/// ```no_run
+/// # struct MyService;
+/// # impl pajamax::Service for MyService {
+/// #     fn name(&self) -> &'static str { "demo.Demo" }
+/// #     fn methods(&self) -> &'static [&'static str] { &[] }
+/// #     fn call(&self, _: usize, _: &mut pajamax::Context<'_>, _: &[u8],
+/// #             _: &mut pajamax::Reply<'_>) -> Result<(), pajamax::Status> {
+/// #         Err(pajamax::Status::unimplemented("none"))
+/// #     }
+/// # }
+/// pajamax::Server::builder()
+///     .workers(2)
+///     .add_service(MyService)
+///     .serve("127.0.0.1:50051")
+///     .unwrap();
+/// ```
+pub struct Server;
+
+impl Server {
+    /// A builder with the defaults documented on each of its methods.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+/// Configures and starts a server.
+pub struct Builder {
+    config: RuntimeConfig,
+    router: Router,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Builder {
+            config: RuntimeConfig {
+                workers,
+                pin_workers: true,
+                max_connections: 10_000,
+                idle_timeout: None,
+                shutdown_grace: Duration::from_secs(30),
+                max_pending_output: 4 << 20,
+                read_buffer_size: 64 << 10,
+                grpc: GrpcConfig::default(),
+            },
+            router: Router::new(),
+        }
+    }
+}
+
+impl Builder {
+    /// Worker threads; default: the number of cores available.
+    pub fn workers(mut self, workers: usize) -> Builder {
+        self.config.workers = workers.max(1);
+        self
+    }
+
+    /// Whether worker `i` is pinned to core `i` (modulo the core count);
+    /// default: on.
+    pub fn pin_workers(mut self, pin: bool) -> Builder {
+        self.config.pin_workers = pin;
+        self
+    }
+
+    /// Connections served at once; a connection past it gets a GOAWAY and
+    /// is closed. Default: 10 000.
+    pub fn max_connections(mut self, max: usize) -> Builder {
+        self.config.max_connections = max;
+        self
+    }
+
+    /// Closes a connection with no open call for this long; default: never.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Builder {
+        self.config.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a graceful shutdown waits for open calls before it closes
+    /// their connections; default: 30 s.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Builder {
+        self.config.shutdown_grace = grace;
+        self
+    }
+
+    /// Answer bytes a connection may have waiting for a slow reader before
+    /// the server stops reading its requests; default: 4 MiB.
+    pub fn max_pending_output(mut self, bytes: usize) -> Builder {
+        self.config.max_pending_output = bytes.max(1);
+        self
+    }
+
+    /// Streams open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS);
+    /// default: 4096.
+    pub fn max_concurrent_streams(mut self, streams: u32) -> Builder {
+        self.config.grpc.h2.max_concurrent_streams = streams;
+        self
+    }
+
+    /// The largest request message; default: 4 MiB.
+    pub fn max_recv_message_size(mut self, bytes: usize) -> Builder {
+        self.config.grpc.max_recv_message_size = bytes;
+        self
+    }
+
+    /// The HTTP/2 window a client gets per stream (SETTINGS_INITIAL_WINDOW_SIZE);
+    /// default: 1 MiB.
+    pub fn initial_stream_window(mut self, bytes: u32) -> Builder {
+        self.config.grpc.h2.initial_stream_window = bytes.min(crate::h2::frame::MAX_WINDOW);
+        self
+    }
+
+    /// The largest request header list (SETTINGS_MAX_HEADER_LIST_SIZE);
+    /// default: 16 KiB.
+    pub fn max_header_list_size(mut self, bytes: u32) -> Builder {
+        self.config.grpc.h2.max_header_list_size = bytes;
+        self
+    }
+
+    /// Adds a service; its methods are routed by `/{name}/{method}`.
+    pub fn add_service<S: Service>(mut self, service: S) -> Builder {
+        self.router.add(Arc::new(service));
+        self
+    }
+
+    /// Serves on `addr` until the process ends.
+    pub fn serve(self, addr: impl ToSocketAddrs) -> io::Result<()> {
+        self.bind(addr)?.wait();
+        Ok(())
+    }
+
+    /// Binds `addr`, starts the acceptor and the workers, and returns a
+    /// handle to the running server.
+    pub fn bind(self, addr: impl ToSocketAddrs) -> io::Result<ServerHandle> {
+        let addr = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to bind"))?;
+        let mut listener = mio::net::TcpListener::bind(addr)?;
+        let local_addr = listener.local_addr()?;
+        let config = self.config;
+        let router = Arc::new(self.router);
+        let shared = Arc::new(Shared::new(config.workers));
+        let cores = if config.pin_workers {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+
+        let mut threads = Vec::with_capacity(config.workers + 1);
+        let mut handles = Vec::with_capacity(config.workers);
+        let mut worker_wakers = Vec::with_capacity(config.workers);
+        for index in 0..config.workers {
+            let (poll, waker) = Worker::poll_and_waker()?;
+            let (sender, receiver) = mpsc::channel();
+            handles.push(WorkerHandle {
+                sender,
+                waker: waker.clone(),
+            });
+            worker_wakers.push(waker);
+            let worker = Worker::new(
+                index,
+                router.clone(),
+                config.clone(),
+                shared.clone(),
+                receiver,
+                poll,
+            );
+            let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
+            let thread = std::thread::Builder::new()
+                .name(format!("pajamax-worker-{index}"))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        if !core_affinity::set_for_current(core) {
+                            log::warn!("worker {index}: could not pin to core {}", core.id);
+                        }
+                    }
+                    worker.run();
+                })?;
+            threads.push(thread);
+        }
+
+        let (poll, acceptor_waker) = Acceptor::prepare(&mut listener)?;
+        let acceptor = Acceptor {
+            poll,
+            listener,
+            workers: handles,
+            shared: shared.clone(),
+            max_connections: config.max_connections,
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name("pajamax-acceptor".into())
+                .spawn(move || acceptor.run())?,
+        );
+        log::info!(
+            "pajamax serving on {local_addr} with {} workers",
+            config.workers
+        );
+        Ok(ServerHandle {
+            local_addr,
+            shared,
+            wakers: worker_wakers,
+            acceptor_waker,
+            threads,
+        })
+    }
+}
+
+/// A running server.
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+    wakers: Vec<Arc<mio::Waker>>,
+    acceptor_waker: Arc<mio::Waker>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The address the server listens on (with the port the system chose
+    /// when binding port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The number of connections the server holds now.
+    pub fn connections(&self) -> usize {
+        self.shared.total_connections()
+    }
+
+    /// Connections held by each worker.
+    pub fn connections_per_worker(&self) -> Vec<usize> {
+        self.shared
+            .loads
+            .iter()
+            .map(|l| l.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Shuts down gracefully and waits: new connections are no longer
+    /// accepted, every connection gets a GOAWAY, calls in flight finish and
+    /// are answered, then the threads exit.
+    pub fn shutdown(self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        let _ = self.acceptor_waker.wake();
+        for waker in &self.wakers {
+            let _ = waker.wake();
+        }
+        self.wait();
+    }
+
+    /// Waits until the server's threads exit.
+    pub fn wait(self) {
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! A probe service and tonic client helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use pajamax::{Context, Reply, Service, Status};
+use std::time::Duration;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::{Channel, Endpoint};
+
+/// The request of every probe method.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProbeRequest {
+    /// Echoed back in `ProbeReply::text`.
+    #[prost(string, tag = "1")]
+    pub text: String,
+    /// Size of `ProbeReply::blob`.
+    #[prost(uint32, tag = "2")]
+    pub reply_size: u32,
+    /// Carried along; its length is reported in `ProbeReply::received`.
+    #[prost(bytes = "vec", tag = "3")]
+    pub blob: Vec<u8>,
+    /// For `Fail`: the status code to answer.
+    #[prost(int32, tag = "4")]
+    pub code: i32,
+    /// For `Sleep`: how long to block, in milliseconds.
+    #[prost(uint32, tag = "5")]
+    pub sleep_ms: u32,
+}
+
+/// The answer of every probe method.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProbeReply {
+    #[prost(string, tag = "1")]
+    pub text: String,
+    #[prost(bytes = "vec", tag = "2")]
+    pub blob: Vec<u8>,
+    #[prost(uint32, tag = "3")]
+    pub received: u32,
+    /// Milliseconds left before the deadline, or -1 without one.
+    #[prost(int64, tag = "4")]
+    pub remaining_ms: i64,
+    #[prost(string, tag = "5")]
+    pub peer: String,
+}
+
+/// A hand-written service: exercises the `Service` interface directly.
+pub struct Probe;
+
+pub const METHODS: &[&str] = &["Echo", "Fail", "Panic", "Metadata", "Sleep"];
+
+impl Service for Probe {
+    fn name(&self) -> &'static str {
+        "test.Probe"
+    }
+
+    fn methods(&self) -> &'static [&'static str] {
+        METHODS
+    }
+
+    fn call(
+        &self,
+        method: usize,
+        ctx: &mut Context<'_>,
+        request: &[u8],
+        reply: &mut Reply<'_>,
+    ) -> Result<(), Status> {
+        let req: ProbeRequest = pajamax::decode_request(request)?;
+        let mut answer = ProbeReply {
+            text: req.text.clone(),
+            blob: vec![7; req.reply_size as usize],
+            received: req.blob.len() as u32,
+            remaining_ms: ctx.time_remaining().map_or(-1, |d| d.as_millis() as i64),
+            peer: ctx.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
+        };
+        match METHODS[method] {
+            "Echo" => {}
+            "Fail" => {
+                return Err(Status::new(pajamax::Code::from_i32(req.code), req.text));
+            }
+            "Panic" => panic!("probe handler panics on purpose"),
+            "Metadata" => {
+                let user = ctx.metadata().get("x-user").unwrap_or("nobody").to_string();
+                let token = ctx.metadata().get_bin("x-token-bin").unwrap_or_default();
+                ctx.headers_mut().insert("x-hello", &user).unwrap();
+                ctx.trailers_mut()
+                    .insert_bin("x-token-bin", &token)
+                    .unwrap();
+                answer.text = user;
+            }
+            "Sleep" => std::thread::sleep(Duration::from_millis(u64::from(req.sleep_ms))),
+            _ => unreachable!(),
+        }
+        reply.encode(&answer);
+        Ok(())
+    }
+}
+
+/// Starts a server with the probe service on a free loopback port.
+pub fn start(builder: pajamax::Builder) -> pajamax::ServerHandle {
+    builder
+        .pin_workers(false)
+        .add_service(Probe)
+        .bind("127.0.0.1:0")
+        .expect("bind")
+}
+
+/// A tonic channel to `server` (one HTTP/2 connection).
+pub async fn connect(server: &pajamax::ServerHandle) -> Channel {
+    Endpoint::from_shared(format!("http://{}", server.local_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// One unary call to `/test.Probe/{method}`.
+pub async fn call(
+    channel: Channel,
+    method: &str,
+    request: tonic::Request<ProbeRequest>,
+) -> Result<tonic::Response<ProbeReply>, tonic::Status> {
+    call_path(channel, &format!("/test.Probe/{method}"), request).await
+}
+
+/// One unary call to any path.
+pub async fn call_path(
+    channel: Channel,
+    path: &str,
+    request: tonic::Request<ProbeRequest>,
+) -> Result<tonic::Response<ProbeReply>, tonic::Status> {
+    let mut client = tonic::client::Grpc::new(channel).max_decoding_message_size(64 << 20);
+    client.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<ProbeRequest, ProbeReply>::default();
+    let path = PathAndQuery::try_from(path.to_string()).unwrap();
+    client.unary(request, path, codec).await
+}
+
+/// A request with just `text`.
+pub fn text(text: &str) -> tonic::Request<ProbeRequest> {
+    tonic::Request::new(ProbeRequest {
+        text: text.into(),
+        ..Default::default()
+    })
+}
+
+/// Shuts the server down off the async runtime, so the client can answer
+/// the server's shutdown PING meanwhile.
+pub async fn stop(server: pajamax::ServerHandle) {
+    tokio::task::spawn_blocking(move || server.shutdown())
+        .await
+        .unwrap();
+}

@@ -1,0 +1,51 @@
+//! Graceful shutdown: calls in flight are answered, then the server stops.
+
+mod common;
+
+use common::{call, connect, start, ProbeRequest};
+use std::time::Duration;
+
+#[tokio::test]
+async fn calls_in_flight_are_all_answered() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    let channel = connect(&server).await;
+    let calls: Vec<_> = (0..10)
+        .map(|i| {
+            let channel = channel.clone();
+            tokio::spawn(async move {
+                let request = tonic::Request::new(ProbeRequest {
+                    text: format!("slow {i}"),
+                    sleep_ms: 100,
+                    ..Default::default()
+                });
+                call(channel, "Sleep", request).await
+            })
+        })
+        .collect();
+    // Let the requests reach the server, then shut down while it is busy.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let shutdown = tokio::task::spawn_blocking(move || server.shutdown());
+    for (i, task) in calls.into_iter().enumerate() {
+        let reply = task.await.unwrap().expect("a call in flight is answered");
+        assert_eq!(reply.get_ref().text, format!("slow {i}"));
+    }
+    tokio::time::timeout(Duration::from_secs(10), shutdown)
+        .await
+        .expect("shutdown finishes")
+        .unwrap();
+    // The listener is gone.
+    assert!(std::net::TcpStream::connect(addr).is_err());
+}
+
+#[tokio::test]
+async fn shutdown_of_an_idle_server_is_prompt() {
+    let server = start(pajamax::Server::builder().workers(2));
+    let channel = connect(&server).await;
+    call(channel, "Echo", common::text("x")).await.unwrap();
+    let started = std::time::Instant::now();
+    tokio::task::spawn_blocking(move || server.shutdown())
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

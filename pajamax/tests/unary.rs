@@ -1,0 +1,321 @@
+//! Unary calls over loopback with tonic's client.
+
+mod common;
+
+use common::{call, call_path, connect, start, stop, text, ProbeRequest};
+use std::time::Duration;
+use tonic::Code;
+
+#[tokio::test]
+async fn echo_answers() {
+    let server = start(pajamax::Server::builder().workers(2));
+    let channel = connect(&server).await;
+    let reply = call(channel, "Echo", text("hello")).await.unwrap();
+    assert_eq!(reply.get_ref().text, "hello");
+    assert_eq!(reply.get_ref().remaining_ms, -1);
+    assert!(reply.get_ref().peer.starts_with("127.0.0.1:"));
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn thousand_concurrent_calls_on_one_connection() {
+    let server = start(pajamax::Server::builder().workers(2));
+    let channel = connect(&server).await;
+    let calls = (0..1000).map(|i| {
+        let channel = channel.clone();
+        tokio::spawn(async move { call(channel, "Echo", text(&format!("call {i}"))).await })
+    });
+    let results = futures_join(calls).await;
+    assert_eq!(results.len(), 1000);
+    for (i, result) in results {
+        assert_eq!(result.unwrap().get_ref().text, format!("call {i}"));
+    }
+    assert_eq!(server.connections(), 1);
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn one_mebibyte_request_and_reply() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let request = tonic::Request::new(ProbeRequest {
+        text: "big".into(),
+        reply_size: 1 << 20,
+        blob: (0..1 << 20).map(|i| (i % 251) as u8).collect(),
+        ..Default::default()
+    });
+    let reply = call(channel.clone(), "Echo", request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reply.received, 1 << 20);
+    assert_eq!(reply.blob.len(), 1 << 20);
+    assert!(reply.blob.iter().all(|&b| b == 7));
+    // Several at once share the connection window.
+    let calls = (0..8).map(|_| {
+        let channel = channel.clone();
+        tokio::spawn(async move {
+            let request = tonic::Request::new(ProbeRequest {
+                reply_size: 1 << 20,
+                blob: vec![1; 1 << 20],
+                ..Default::default()
+            });
+            call(channel, "Echo", request).await
+        })
+    });
+    for (_, result) in futures_join(calls).await {
+        let reply = result.unwrap().into_inner();
+        assert_eq!((reply.received, reply.blob.len()), (1 << 20, 1 << 20));
+    }
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn handler_status_reaches_the_client_with_its_message() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let request = tonic::Request::new(ProbeRequest {
+        text: "no such key: 100% ✓".into(),
+        code: 5,
+        ..Default::default()
+    });
+    let status = call(channel.clone(), "Fail", request).await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+    assert_eq!(status.message(), "no such key: 100% ✓");
+    // The connection is still good.
+    assert_eq!(
+        call(channel, "Echo", text("after"))
+            .await
+            .unwrap()
+            .get_ref()
+            .text,
+        "after"
+    );
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn unknown_method_and_service_are_unimplemented_and_the_connection_goes_on() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let status = call(channel.clone(), "Nope", text("x")).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unimplemented);
+    assert!(
+        status.message().contains("unknown method /test.Probe/Nope"),
+        "{}",
+        status.message()
+    );
+    let status = call_path(channel.clone(), "/other.Svc/Do", text("x"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unimplemented);
+    assert!(
+        status.message().contains("unknown service other.Svc"),
+        "{}",
+        status.message()
+    );
+    assert_eq!(
+        call(channel, "Echo", text("still here"))
+            .await
+            .unwrap()
+            .get_ref()
+            .text,
+        "still here"
+    );
+    assert_eq!(server.connections(), 1);
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn oversized_message_is_resource_exhausted() {
+    let server = start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_recv_message_size(1000),
+    );
+    let channel = connect(&server).await;
+    let request = tonic::Request::new(ProbeRequest {
+        blob: vec![0; 2000],
+        ..Default::default()
+    });
+    let status = call(channel.clone(), "Echo", request).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert!(
+        status.message().contains("larger than the limit of 1000"),
+        "{}",
+        status.message()
+    );
+    assert_eq!(
+        call(channel, "Echo", text("ok"))
+            .await
+            .unwrap()
+            .get_ref()
+            .text,
+        "ok"
+    );
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn default_limit_is_four_mebibytes() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let request = tonic::Request::new(ProbeRequest {
+        blob: vec![0; (4 << 20) + 1],
+        ..Default::default()
+    });
+    let status = call(channel.clone(), "Echo", request).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    let request = tonic::Request::new(ProbeRequest {
+        blob: vec![0; (4 << 20) - 100],
+        ..Default::default()
+    });
+    assert_eq!(
+        call(channel, "Echo", request)
+            .await
+            .unwrap()
+            .get_ref()
+            .received,
+        (4 << 20) - 100
+    );
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn panicking_handler_fails_only_its_call() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let status = call(channel.clone(), "Panic", text("boom"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Internal);
+    assert_eq!(status.message(), "handler panicked");
+    assert_eq!(
+        call(channel, "Echo", text("alive"))
+            .await
+            .unwrap()
+            .get_ref()
+            .text,
+        "alive"
+    );
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn malformed_request_message_is_invalid_argument() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    // A ProbeRequest field 1 (string) claiming 100 bytes that are not there:
+    // sent through a codec of raw bytes.
+    let mut client = tonic::client::Grpc::new(channel);
+    client.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<RawBytes, common::ProbeReply>::default();
+    let request = tonic::Request::new(RawBytes {
+        value: vec![0x0a, 100, b'x'],
+    });
+    let status = client
+        .unary(request, "/test.Probe/Echo".parse().unwrap(), codec)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    stop(server).await;
+}
+
+/// A message whose encoding is the given bytes, as they are.
+#[derive(Clone, PartialEq, Debug, Default)]
+struct RawBytes {
+    value: Vec<u8>,
+}
+
+impl prost::Message for RawBytes {
+    fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
+        buf.put_slice(&self.value);
+    }
+    fn merge_field(
+        &mut self,
+        _: u32,
+        _: prost::encoding::WireType,
+        _: &mut impl prost::bytes::Buf,
+        _: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        unreachable!("never decoded")
+    }
+    fn encoded_len(&self) -> usize {
+        self.value.len()
+    }
+    fn clear(&mut self) {
+        self.value.clear();
+    }
+}
+
+#[tokio::test]
+async fn metadata_travels_both_ways() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let mut request = text("md");
+    request
+        .metadata_mut()
+        .insert("x-user", "alice".parse().unwrap());
+    request.metadata_mut().insert_bin(
+        "x-token-bin",
+        tonic::metadata::MetadataValue::from_bytes(&[0, 1, 2, 255]),
+    );
+    let reply = call(channel, "Metadata", request).await.unwrap();
+    assert_eq!(reply.get_ref().text, "alice");
+    assert_eq!(reply.metadata().get("x-hello").unwrap(), "alice");
+    // tonic merges trailers into the response metadata.
+    let token = reply
+        .metadata()
+        .get_bin("x-token-bin")
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    assert_eq!(&token[..], &[0, 1, 2, 255]);
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn deadline_reaches_the_handler() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let mut request = text("deadline");
+    request.set_timeout(Duration::from_secs(30));
+    let reply = call(channel, "Echo", request).await.unwrap().into_inner();
+    assert!(
+        reply.remaining_ms > 20_000 && reply.remaining_ms <= 30_000,
+        "{}",
+        reply.remaining_ms
+    );
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn hundred_connections_at_once() {
+    let server = start(pajamax::Server::builder().workers(2));
+    let mut channels = Vec::new();
+    for _ in 0..100 {
+        channels.push(connect(&server).await);
+    }
+    let calls = channels.iter().enumerate().map(|(i, channel)| {
+        let channel = channel.clone();
+        tokio::spawn(async move { call(channel, "Echo", text(&format!("conn {i}"))).await })
+    });
+    for (i, result) in futures_join(calls).await {
+        assert_eq!(result.unwrap().get_ref().text, format!("conn {i}"));
+    }
+    assert_eq!(server.connections(), 100);
+    let per_worker = server.connections_per_worker();
+    assert_eq!(per_worker, vec![50, 50], "connections are spread evenly");
+    stop(server).await;
+}
+
+/// Awaits every task, keeping the order of the input.
+async fn futures_join<T: Send + 'static>(
+    tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<(usize, T)> {
+    let mut out = Vec::new();
+    for (i, task) in tasks.enumerate() {
+        out.push((i, task.await.unwrap()));
+    }
+    out
+}

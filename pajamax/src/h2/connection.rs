@@ -185,6 +185,8 @@ pub struct Connection {
     out_start: usize,
     scratch: Vec<u8>,
     blocked: VecDeque<u32>,
+    /// Response bytes held back by flow control, over all streams.
+    held: usize,
     /// The first GOAWAY of a graceful shutdown is out and its PING unanswered.
     draining: bool,
     goaway_sent: bool,
@@ -239,6 +241,7 @@ impl Connection {
             out_start: 0,
             scratch: Vec::new(),
             blocked: VecDeque::new(),
+            held: 0,
             draining: false,
             goaway_sent: false,
             goaway_received: false,
@@ -261,6 +264,13 @@ impl Connection {
     /// The number of open streams.
     pub fn open_streams(&self) -> usize {
         self.streams.len()
+    }
+
+    /// Response bytes held back because the peer's flow-control windows are
+    /// closed. New streams are refused while this exceeds
+    /// [`Config::max_held_bytes`].
+    pub fn held_bytes(&self) -> usize {
+        self.held
     }
 
     /// The connection error, once one happened.
@@ -647,7 +657,10 @@ impl Connection {
         if self_dependent || check.finish().is_err() {
             return Err(FrameError::Stream(id, Reason::PROTOCOL_ERROR));
         }
-        if self.goaway_sent || self.streams.len() >= self.config.max_concurrent_streams as usize {
+        if self.goaway_sent
+            || self.streams.len() >= self.config.max_concurrent_streams as usize
+            || self.held > self.config.max_held_bytes
+        {
             return Err(FrameError::Stream(id, Reason::REFUSED_STREAM));
         }
         self.streams.insert(
@@ -692,7 +705,7 @@ impl Connection {
         if head.stream > self.last_stream {
             return Err(Conn(Reason::PROTOCOL_ERROR, "RST_STREAM on an idle stream"));
         }
-        if self.streams.remove(&head.stream).is_some() {
+        if self.drop_stream(head.stream) {
             self.remember_closed(head.stream, true);
             events.push(Event::Reset {
                 stream: head.stream,
@@ -809,10 +822,24 @@ impl Connection {
 
     fn stream_error(&mut self, stream: u32, reason: Reason, events: &mut Vec<Event>) {
         frame::write_rst_stream(&mut self.out, stream, reason);
-        if self.streams.remove(&stream).is_some() {
+        if self.drop_stream(stream) {
             events.push(Event::Reset { stream });
         }
         self.remember_closed(stream, true);
+    }
+
+    /// Forgets a stream and the response data it had queued; returns
+    /// whether it was there.
+    fn drop_stream(&mut self, stream: u32) -> bool {
+        match self.streams.remove(&stream) {
+            Some(state) => {
+                if let Some(pending) = state.pending {
+                    self.held -= pending.data.len() - pending.sent;
+                }
+                true
+            }
+            None => false,
+        }
     }
 
     fn remember_closed(&mut self, stream: u32, reset: bool) {
@@ -827,6 +854,7 @@ impl Connection {
         self.error = Some(ConnectionError { reason, message });
         self.streams.clear();
         self.blocked.clear();
+        self.held = 0;
     }
 
     // ----- commands -----
@@ -853,6 +881,7 @@ impl Connection {
         if let Some(pending) = &mut state.pending {
             pending.data.extend_from_slice(data);
             pending.end_stream = end_stream;
+            self.held += data.len();
             return;
         }
         let sent = write_data_frames(
@@ -865,6 +894,7 @@ impl Connection {
             self.peer_max_frame_size,
         );
         if sent < data.len() {
+            self.held += data.len() - sent;
             state.pending = Some(Box::new(PendingSend {
                 data: data[sent..].to_vec(),
                 sent: 0,
@@ -901,7 +931,7 @@ impl Connection {
 
     /// Resets `stream` with `reason` and forgets it.
     pub fn reset_stream(&mut self, stream: u32, reason: Reason) {
-        if self.streams.remove(&stream).is_some() {
+        if self.drop_stream(stream) {
             frame::write_rst_stream(&mut self.out, stream, reason);
             self.remember_closed(stream, true);
         }
@@ -985,6 +1015,9 @@ impl Connection {
         let Some(state) = self.streams.remove(&stream) else {
             return;
         };
+        if let Some(pending) = &state.pending {
+            self.held -= pending.data.len() - pending.sent;
+        }
         if state.recv_open {
             // The answer is complete while the client is still sending: tell
             // it to stop (RFC 9113 section 8.1).
@@ -1017,6 +1050,7 @@ impl Connection {
                 self.peer_max_frame_size,
             );
             pending.sent += sent;
+            self.held -= sent;
             if pending.sent < pending.data.len() {
                 state.pending = Some(pending);
                 self.blocked.push_back(id);

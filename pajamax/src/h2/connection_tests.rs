@@ -670,6 +670,26 @@ fn peer_reset_drops_the_stream() {
 }
 
 #[test]
+fn frames_after_the_peers_reset_are_stream_closed() {
+    // RFC 9113 section 5.1: after receiving RST_STREAM, any frame but
+    // PRIORITY on the stream is a stream error of type STREAM_CLOSED.
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, false);
+    peer.feed(&bytes);
+    peer.feed(&frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]));
+    peer.take_frames();
+    peer.feed(&frame_bytes(kind::DATA, flag::END_STREAM, 1, b"test"));
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        Some(Reason::STREAM_CLOSED)
+    );
+    assert!(peer.conn.error().is_none());
+    // PRIORITY stays allowed.
+    peer.feed(&frame_bytes(kind::PRIORITY, 0, 1, &[0, 0, 0, 0, 16]));
+    assert!(peer.take_frames().is_empty());
+}
+
+#[test]
 fn response_is_headers_data_trailers_with_small_steady_state_headers() {
     let mut peer = Peer::default();
     let mut sizes = Vec::new();
@@ -935,4 +955,41 @@ fn large_header_block_is_split_into_continuation() {
     let block: Vec<u8> = frames.iter().flat_map(|(_, p)| p.clone()).collect();
     let fields = peer.decode(&block);
     assert_eq!(fields[1].1.len(), 40_000);
+}
+
+#[test]
+fn zero_window_peer_is_bounded_by_refusing_new_streams() {
+    let mut peer = Peer::new(Config {
+        max_held_bytes: 100_000,
+        ..Config::default()
+    });
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 0)]));
+    peer.take_frames();
+    let mut refused = 0;
+    for i in 0..20u32 {
+        let id = 1 + 2 * i;
+        let bytes = peer.headers_frame(id, true);
+        if peer.feed(&bytes).is_empty() {
+            refused += 1;
+            assert_eq!(
+                rst_reason(&peer.take_frames(), id),
+                Some(Reason::REFUSED_STREAM)
+            );
+            continue;
+        }
+        peer.conn
+            .send_headers(id, &[Field::indexed(b":status", b"200")], false);
+        peer.conn.send_data(id, &[0; 30_000], true);
+        peer.take_frames();
+    }
+    assert!(
+        peer.conn.held_bytes() <= 100_000 + 30_000,
+        "{}",
+        peer.conn.held_bytes()
+    );
+    assert_eq!(refused, 16, "streams past the held limit are refused");
+    // A reset releases what its stream held.
+    let before = peer.conn.held_bytes();
+    peer.feed(&frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]));
+    assert_eq!(peer.conn.held_bytes(), before - 30_000);
 }

@@ -18,7 +18,7 @@ pub mod server;
 pub use grpc::context::Context;
 pub use grpc::service::{decode_request, Reply, Service};
 pub use grpc::status::{Code, Status};
-pub use server::{Builder, Server, ServerHandle};
+pub use server::{Builder, Server, ServerHandle, Stats};
 
 /// Includes the Rust code that `pajamax-build` generated for a proto package.
 ///

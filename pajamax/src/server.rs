@@ -56,6 +56,7 @@ impl Default for Builder {
                 pin_workers: true,
                 max_connections: 10_000,
                 idle_timeout: None,
+                handshake_timeout: Duration::from_secs(10),
                 shutdown_grace: Duration::from_secs(30),
                 max_pending_output: 4 << 20,
                 read_buffer_size: 64 << 10,
@@ -90,6 +91,27 @@ impl Builder {
     /// Closes a connection with no open call for this long; default: never.
     pub fn idle_timeout(mut self, timeout: Duration) -> Builder {
         self.config.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a new connection has to send its preface and SETTINGS
+    /// before it is closed; default: 10 s.
+    pub fn handshake_timeout(mut self, timeout: Duration) -> Builder {
+        self.config.handshake_timeout = timeout;
+        self
+    }
+
+    /// Incomplete request bytes one connection may buffer over all its
+    /// calls; a call past it gets RESOURCE_EXHAUSTED. Default: 64 MiB.
+    pub fn max_buffered_request_bytes(mut self, bytes: usize) -> Builder {
+        self.config.grpc.max_buffered_request_bytes = bytes;
+        self
+    }
+
+    /// The HTTP/2 codec's settings and limits, for the knobs without a
+    /// method of their own (see [`crate::h2::Config`]).
+    pub fn h2_config(mut self, config: crate::h2::Config) -> Builder {
+        self.config.grpc.h2 = config;
         self
     }
 
@@ -245,6 +267,19 @@ impl ServerHandle {
         self.shared.total_connections()
     }
 
+    /// High-water marks of what peers made the server hold, and how many
+    /// connections it closed for a protocol error.
+    pub fn stats(&self) -> Stats {
+        let load = |counter: &std::sync::atomic::AtomicUsize| counter.load(Ordering::Relaxed);
+        Stats {
+            connections: self.connections(),
+            peak_output_bytes: load(&self.shared.peak_output),
+            peak_held_bytes: load(&self.shared.peak_held),
+            peak_buffered_request_bytes: load(&self.shared.peak_buffered),
+            connection_errors: load(&self.shared.connection_errors),
+        }
+    }
+
     /// Connections held by each worker.
     pub fn connections_per_worker(&self) -> Vec<usize> {
         self.shared
@@ -272,4 +307,21 @@ impl ServerHandle {
             let _ = thread.join();
         }
     }
+}
+
+/// Counters a running server exposes; see [`ServerHandle::stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Connections held now.
+    pub connections: usize,
+    /// The most unwritten output one connection has had after a batch
+    /// (bounded by `max_pending_output` plus one batch of answers).
+    pub peak_output_bytes: usize,
+    /// The most response bytes one connection has held waiting for the
+    /// peer's flow-control windows.
+    pub peak_held_bytes: usize,
+    /// The most incomplete request bytes one connection has buffered.
+    pub peak_buffered_request_bytes: usize,
+    /// Connections the server closed with a GOAWAY carrying an error code.
+    pub connection_errors: usize,
 }

@@ -25,6 +25,10 @@ pub struct GrpcConfig {
     /// The largest request message accepted; a larger one is answered with
     /// RESOURCE_EXHAUSTED. Default 4 MiB.
     pub max_recv_message_size: usize,
+    /// Bytes of incomplete request messages one connection may buffer over
+    /// all its calls; a call whose data would pass it is answered with
+    /// RESOURCE_EXHAUSTED. Default 64 MiB.
+    pub max_buffered_request_bytes: usize,
     /// HTTP/2 settings and limits.
     pub h2: H2Config,
 }
@@ -33,6 +37,7 @@ impl Default for GrpcConfig {
     fn default() -> GrpcConfig {
         GrpcConfig {
             max_recv_message_size: 4 << 20,
+            max_buffered_request_bytes: 64 << 20,
             h2: H2Config::default(),
         }
     }
@@ -58,6 +63,9 @@ pub struct GrpcConnection {
     h2: Connection,
     router: Arc<Router>,
     max_message: usize,
+    max_buffered: usize,
+    /// Bytes in the calls' buffers now.
+    buffered: usize,
     peer: Option<SocketAddr>,
     calls: HashMap<u32, Call>,
     spare: Vec<Call>,
@@ -80,6 +88,8 @@ impl GrpcConnection {
             h2: Connection::new(config.h2.clone()),
             router,
             max_message: config.max_recv_message_size,
+            max_buffered: config.max_buffered_request_bytes,
+            buffered: 0,
             peer,
             calls: HashMap::new(),
             spare: Vec::new(),
@@ -108,6 +118,11 @@ impl GrpcConnection {
     /// Whether the connection is finished (see [`Connection::is_closed`]).
     pub fn is_closed(&self) -> bool {
         self.h2.is_closed()
+    }
+
+    /// Whether the client's preface and first SETTINGS have arrived.
+    pub fn handshake_done(&self) -> bool {
+        self.h2.handshake_done()
     }
 
     /// Whether no request is open: the connection is idle.
@@ -146,7 +161,7 @@ impl GrpcConnection {
                     end_stream,
                 } => self.on_data(stream, &input[data], end_stream, now),
                 Event::Reset { stream } => {
-                    if let Some(call) = self.calls.remove(&stream) {
+                    if let Some(call) = self.take_call(stream) {
                         self.recycle(call);
                     }
                 }
@@ -222,19 +237,28 @@ impl GrpcConnection {
                 && check_buffered(data, self.max_message).is_none()
             {
                 // The whole message is in this frame: no copy.
-                let call = self.calls.remove(&stream).expect("found above");
+                let call = self.take_call(stream).expect("found above");
                 self.run(stream, &call, &data[PREFIX_LEN..], now);
                 return self.recycle(call);
             }
+            if self.buffered + data.len() > self.max_buffered {
+                let call = self.take_call(stream).expect("found above");
+                self.recycle(call);
+                let status = Status::resource_exhausted(
+                    "the connection buffers too many incomplete requests",
+                );
+                return self.answer_status(stream, &status);
+            }
             call.buf.extend_from_slice(data);
+            self.buffered += data.len();
             if let Some(problem) = check_buffered(&call.buf, self.max_message) {
-                let call = self.calls.remove(&stream).expect("found above");
+                let call = self.take_call(stream).expect("found above");
                 self.recycle(call);
                 return self.answer_status(stream, &problem);
             }
         }
         if end_stream {
-            let call = self.calls.remove(&stream).expect("found above");
+            let call = self.take_call(stream).expect("found above");
             self.finish(stream, call, now);
         }
     }
@@ -348,6 +372,17 @@ impl GrpcConnection {
         ];
         self.h2.send_headers(stream, &headers, false);
         self.h2.send_data(stream, NOT_GRPC_BODY, true);
+    }
+
+    /// Bytes of incomplete requests buffered now.
+    pub fn buffered_request_bytes(&self) -> usize {
+        self.buffered
+    }
+
+    fn take_call(&mut self, stream: u32) -> Option<Call> {
+        let call = self.calls.remove(&stream)?;
+        self.buffered -= call.buf.len();
+        Some(call)
     }
 
     fn recycle(&mut self, mut call: Call) {

@@ -25,6 +25,12 @@ pub struct Config {
     /// past it new streams are refused with REFUSED_STREAM until the peer
     /// opens its windows (a zero-window or never-reading peer).
     pub max_held_bytes: usize,
+    /// Frames that make the server work without moving a request forward
+    /// (PING, SETTINGS, PRIORITY, RST_STREAM, empty DATA or CONTINUATION,
+    /// unknown frames, stream errors) allowed between two answers; past it
+    /// the connection is closed with ENHANCE_YOUR_CALM. Bounds ping,
+    /// settings, empty-frame and reset floods, rapid reset included.
+    pub max_unproductive_frames: u32,
 }
 
 impl Default for Config {
@@ -37,6 +43,7 @@ impl Default for Config {
             max_header_list_size: 16 << 10,
             max_header_block_size: 64 << 10,
             max_held_bytes: 16 << 20,
+            max_unproductive_frames: 10_000,
         }
     }
 }

@@ -159,6 +159,10 @@ struct PartialBlock {
     self_dependent: bool,
 }
 
+/// How many events one [`Connection::recv`] produces at most; the caller
+/// passes the rest of the input again once it has sent the answers.
+pub const MAX_EVENTS_PER_RECV: usize = 512;
+
 /// How many closed stream ids are remembered to tell "closed" from "idle".
 const CLOSED_MEMORY: usize = 256;
 
@@ -187,6 +191,10 @@ pub struct Connection {
     blocked: VecDeque<u32>,
     /// Response bytes held back by flow control, over all streams.
     held: usize,
+    /// Frames that made the server work without carrying a request forward
+    /// (PING, SETTINGS, PRIORITY, RST_STREAM, empty DATA or CONTINUATION,
+    /// unknown frames, stream errors) since the server last answered a call.
+    unproductive: u32,
     /// The first GOAWAY of a graceful shutdown is out and its PING unanswered.
     draining: bool,
     goaway_sent: bool,
@@ -242,6 +250,7 @@ impl Connection {
             scratch: Vec::new(),
             blocked: VecDeque::new(),
             held: 0,
+            unproductive: 0,
             draining: false,
             goaway_sent: false,
             goaway_received: false,
@@ -254,6 +263,11 @@ impl Connection {
     /// The header fields of the requests of the last [`Connection::recv`].
     pub fn fields(&self) -> &Fields {
         &self.fields
+    }
+
+    /// Whether the client's preface and first SETTINGS have arrived.
+    pub fn handshake_done(&self) -> bool {
+        self.settings_seen
     }
 
     /// Bytes waiting to be written to the socket.
@@ -316,6 +330,11 @@ impl Connection {
             pos = n;
         }
         while let Some(head) = FrameHeader::parse(&input[pos..]) {
+            if events.len() >= MAX_EVENTS_PER_RECV {
+                // Leave the rest for the next call, so that one batch's
+                // answers stay bounded.
+                break;
+            }
             if head.len > self.config.max_frame_size {
                 self.fail(
                     Reason::FRAME_SIZE_ERROR,
@@ -337,6 +356,10 @@ impl Connection {
                     }
                     FrameError::Stream(stream, reason) => {
                         self.stream_error(stream, reason, events);
+                        if self.count_unproductive().is_err() {
+                            self.fail(Reason::ENHANCE_YOUR_CALM, "too many stream errors");
+                            return input.len();
+                        }
                     }
                 }
             }
@@ -368,6 +391,16 @@ impl Connection {
         }
         if self.partial.is_some() && head.kind != kind::CONTINUATION {
             return Err(Conn(Reason::PROTOCOL_ERROR, "expected CONTINUATION"));
+        }
+        let unproductive = match head.kind {
+            kind::PING | kind::SETTINGS => !head.has(flag::ACK),
+            kind::DATA => payload.is_empty() && !head.has(flag::END_STREAM),
+            kind::CONTINUATION => payload.is_empty() && !head.has(flag::END_HEADERS),
+            kind::HEADERS | kind::WINDOW_UPDATE | kind::GOAWAY => false,
+            _ => true,
+        };
+        if unproductive {
+            self.count_unproductive()?;
         }
         let body = &input[payload.clone()];
         match head.kind {
@@ -706,7 +739,9 @@ impl Connection {
             return Err(Conn(Reason::PROTOCOL_ERROR, "RST_STREAM on an idle stream"));
         }
         if self.drop_stream(head.stream) {
-            self.remember_closed(head.stream, true);
+            // Closed by the peer: anything it sends on the stream from now
+            // on is a STREAM_CLOSED error (RFC 9113 section 5.1).
+            self.remember_closed(head.stream, false);
             events.push(Event::Reset {
                 stream: head.stream,
             });
@@ -820,6 +855,20 @@ impl Connection {
         Ok(())
     }
 
+    /// Counts a frame or error that did not move a request forward; past
+    /// the budget the peer is flooding and the connection ends with
+    /// ENHANCE_YOUR_CALM.
+    fn count_unproductive(&mut self) -> Result<(), FrameError> {
+        self.unproductive += 1;
+        if self.unproductive > self.config.max_unproductive_frames {
+            return Err(FrameError::Connection(
+                Reason::ENHANCE_YOUR_CALM,
+                "too many frames without a request",
+            ));
+        }
+        Ok(())
+    }
+
     fn stream_error(&mut self, stream: u32, reason: Reason, events: &mut Vec<Event>) {
         frame::write_rst_stream(&mut self.out, stream, reason);
         if self.drop_stream(stream) {
@@ -842,11 +891,14 @@ impl Connection {
         }
     }
 
-    fn remember_closed(&mut self, stream: u32, reset: bool) {
+    /// Remembers a closed stream; `server_reset` when the server reset it
+    /// while the client could still be sending, so that frames the client
+    /// sent before it saw the reset are ignored.
+    fn remember_closed(&mut self, stream: u32, server_reset: bool) {
         if self.recently_closed.len() == CLOSED_MEMORY {
             self.recently_closed.pop_front();
         }
-        self.recently_closed.push_back((stream, reset));
+        self.recently_closed.push_back((stream, server_reset));
     }
 
     fn fail(&mut self, reason: Reason, message: &'static str) {
@@ -1018,6 +1070,7 @@ impl Connection {
         if let Some(pending) = &state.pending {
             self.held -= pending.data.len() - pending.sent;
         }
+        self.unproductive = 0;
         if state.recv_open {
             // The answer is complete while the client is still sending: tell
             // it to stop (RFC 9113 section 8.1).

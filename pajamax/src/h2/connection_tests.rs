@@ -44,13 +44,37 @@ impl Peer {
         Peer::new(Config::default())
     }
 
-    /// Feeds bytes; returns the events they produced.
+    /// Feeds bytes, calling `recv` until they are used up as the runtime
+    /// does; returns the events they produced, with `Data` ranges into
+    /// `self.input`.
     fn feed(&mut self, bytes: &[u8]) -> Vec<Event> {
         self.input = bytes.to_vec();
-        self.events.clear();
-        let used = self.conn.recv(&self.input, &mut self.events);
-        assert_eq!(used, bytes.len(), "whole frames are consumed");
-        self.events.clone()
+        let mut all = Vec::new();
+        let mut pos = 0;
+        loop {
+            self.events.clear();
+            let used = self.conn.recv(&self.input[pos..], &mut self.events);
+            for event in self.events.drain(..) {
+                all.push(match event {
+                    Event::Data {
+                        stream,
+                        data,
+                        end_stream,
+                    } if !data.is_empty() => Event::Data {
+                        stream,
+                        data: data.start + pos..data.end + pos,
+                        end_stream,
+                    },
+                    other => other,
+                });
+            }
+            pos += used;
+            if used == 0 || pos == bytes.len() {
+                break;
+            }
+        }
+        assert_eq!(pos, bytes.len(), "whole frames are consumed");
+        all
     }
 
     fn take_frames(&mut self) -> Vec<Frame> {
@@ -992,4 +1016,77 @@ fn zero_window_peer_is_bounded_by_refusing_new_streams() {
     let before = peer.conn.held_bytes();
     peer.feed(&frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]));
     assert_eq!(peer.conn.held_bytes(), before - 30_000);
+}
+
+fn small_flood_budget() -> Peer {
+    Peer::new(Config {
+        max_unproductive_frames: 100,
+        ..Config::default()
+    })
+}
+
+#[test]
+fn ping_settings_and_empty_frame_floods_end_in_enhance_your_calm() {
+    let floods = [
+        frame_bytes(kind::PING, 0, 0, &[1; 8]),
+        settings_frame(&[]),
+        frame_bytes(0x77, 0, 0, b"unknown"),
+        frame_bytes(kind::PRIORITY, 0, 9, &[0, 0, 0, 0, 1]),
+        frame_bytes(kind::DATA, 0, 1, b""),
+    ];
+    for flood in floods {
+        let mut peer = small_flood_budget();
+        let mut bytes = peer.headers_frame(1, false);
+        bytes.extend(flood.repeat(101));
+        expect_goaway(&mut peer, &bytes, Reason::ENHANCE_YOUR_CALM);
+    }
+}
+
+#[test]
+fn rapid_reset_ends_in_enhance_your_calm() {
+    let mut peer = small_flood_budget();
+    let mut bytes = Vec::new();
+    for i in 0..=100u32 {
+        let id = 1 + 2 * i;
+        bytes.extend(peer.headers_frame(id, false));
+        bytes.extend(frame_bytes(kind::RST_STREAM, 0, id, &[0, 0, 0, 8]));
+    }
+    expect_goaway(&mut peer, &bytes, Reason::ENHANCE_YOUR_CALM);
+}
+
+#[test]
+fn answered_calls_renew_the_flood_budget() {
+    let mut peer = small_flood_budget();
+    for i in 0..10u32 {
+        let id = 1 + 2 * i;
+        let mut bytes = peer.headers_frame(id, true);
+        for _ in 0..90 {
+            bytes.extend(frame_bytes(kind::PING, 0, 0, &[2; 8]));
+        }
+        peer.feed(&bytes);
+        peer.conn
+            .send_headers(id, &[Field::indexed(b":status", b"200")], true);
+        peer.take_frames();
+    }
+    assert!(peer.conn.error().is_none());
+}
+
+#[test]
+fn one_recv_produces_a_bounded_number_of_events() {
+    use crate::h2::connection::MAX_EVENTS_PER_RECV;
+    let mut peer = Peer::default();
+    let mut bytes = Vec::new();
+    for i in 0..(MAX_EVENTS_PER_RECV as u32 + 10) {
+        bytes.extend(peer.headers_frame(1 + 2 * i, true));
+    }
+    let mut events = Vec::new();
+    let used = peer.conn.recv(&bytes, &mut events);
+    assert_eq!(events.len(), MAX_EVENTS_PER_RECV);
+    assert!(used < bytes.len());
+    events.clear();
+    assert_eq!(
+        peer.conn.recv(&bytes[used..], &mut events),
+        bytes.len() - used
+    );
+    assert_eq!(events.len(), 10);
 }

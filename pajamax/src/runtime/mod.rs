@@ -14,6 +14,7 @@ pub(crate) struct RuntimeConfig {
     pub pin_workers: bool,
     pub max_connections: usize,
     pub idle_timeout: Option<Duration>,
+    pub handshake_timeout: Duration,
     pub shutdown_grace: Duration,
     pub max_pending_output: usize,
     pub read_buffer_size: usize,
@@ -26,6 +27,14 @@ pub(crate) struct Shared {
     pub shutdown: AtomicBool,
     /// Connections each worker holds now.
     pub loads: Vec<AtomicUsize>,
+    /// The most unwritten output one connection has had after a batch.
+    pub peak_output: AtomicUsize,
+    /// The most response bytes one connection has held for flow control.
+    pub peak_held: AtomicUsize,
+    /// The most incomplete request bytes one connection has buffered.
+    pub peak_buffered: AtomicUsize,
+    /// Connections closed by the server with a GOAWAY carrying an error.
+    pub connection_errors: AtomicUsize,
 }
 
 impl Shared {
@@ -33,6 +42,10 @@ impl Shared {
         Shared {
             shutdown: AtomicBool::new(false),
             loads: (0..workers).map(|_| AtomicUsize::new(0)).collect(),
+            peak_output: AtomicUsize::new(0),
+            peak_held: AtomicUsize::new(0),
+            peak_buffered: AtomicUsize::new(0),
+            connection_errors: AtomicUsize::new(0),
         }
     }
 

@@ -44,7 +44,10 @@ struct Conn {
     input: Vec<u8>,
     filled: usize,
     last_active: Instant,
+    opened: Instant,
     read_paused: bool,
+    /// Whether a connection error has been counted in the stats.
+    error_counted: bool,
     /// When the write side was shut down after the final GOAWAY.
     lingering_since: Option<Instant>,
 }
@@ -184,7 +187,9 @@ impl Worker {
             input: vec![0; size],
             filled: 0,
             last_active: now,
+            opened: now,
             read_paused: false,
+            error_counted: new.reject,
             lingering_since: None,
         });
         self.again.push(slot);
@@ -196,6 +201,7 @@ impl Worker {
             return;
         };
         let outcome = serve(conn, &self.config, now, &mut self.again, slot);
+        record_peaks(conn, &self.shared);
         if let Outcome::Closed = outcome {
             self.remove(slot);
         }
@@ -230,6 +236,14 @@ impl Worker {
             if force {
                 conn.grpc
                     .close(Reason::NO_ERROR, "shutdown grace period over");
+                self.again.push(slot);
+                continue;
+            }
+            if !conn.grpc.handshake_done()
+                && now.duration_since(conn.opened) > self.config.handshake_timeout
+            {
+                conn.grpc
+                    .close(Reason::PROTOCOL_ERROR, "no preface in time");
                 self.again.push(slot);
                 continue;
             }
@@ -269,6 +283,10 @@ fn serve(
     }
     if conn.read_paused && conn.grpc.output().len() <= config.max_pending_output / 2 {
         conn.read_paused = false;
+        // Requests read before the pause may still wait in the buffer.
+        if process(conn, config, now).is_err() {
+            return Outcome::Closed;
+        }
     }
     let mut reads = 0;
     while !conn.read_paused && reads < READS_PER_TURN {
@@ -288,14 +306,8 @@ fn serve(
         };
         conn.filled += n;
         conn.last_active = now;
-        let used = conn.grpc.recv(&conn.input[..conn.filled], now);
-        conn.input.copy_within(used..conn.filled, 0);
-        conn.filled -= used;
-        if flush(conn).is_err() {
+        if process(conn, config, now).is_err() {
             return Outcome::Closed;
-        }
-        if conn.grpc.output().len() > config.max_pending_output {
-            conn.read_paused = true;
         }
         if reads == READS_PER_TURN {
             again.push(slot);
@@ -307,6 +319,45 @@ fn serve(
         return linger(conn);
     }
     Outcome::Open
+}
+
+/// Runs every complete request in the input buffer and writes the answers:
+/// once at the end, or earlier whenever the output passes its limit. If the
+/// socket does not take it, reading pauses with the rest left in the buffer.
+fn process(conn: &mut Conn, config: &RuntimeConfig, now: Instant) -> io::Result<()> {
+    loop {
+        let used = conn.grpc.recv(&conn.input[..conn.filled], now);
+        conn.input.copy_within(used..conn.filled, 0);
+        conn.filled -= used;
+        if conn.grpc.output().len() > config.max_pending_output {
+            flush(conn)?;
+            if conn.grpc.output().len() > config.max_pending_output {
+                conn.read_paused = true;
+                return Ok(());
+            }
+        }
+        if used == 0 || conn.filled == 0 || conn.grpc.is_closed() {
+            return flush(conn);
+        }
+    }
+}
+
+/// Folds what the connection holds now into the server's high-water marks.
+fn record_peaks(conn: &mut Conn, shared: &Shared) {
+    let h2 = conn.grpc.h2();
+    shared
+        .peak_output
+        .fetch_max(h2.output().len(), Ordering::Relaxed);
+    shared
+        .peak_held
+        .fetch_max(h2.held_bytes(), Ordering::Relaxed);
+    shared
+        .peak_buffered
+        .fetch_max(conn.grpc.buffered_request_bytes(), Ordering::Relaxed);
+    if !conn.error_counted && h2.error().is_some_and(|e| e.reason != Reason::NO_ERROR) {
+        conn.error_counted = true;
+        shared.connection_errors.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Writes as much of the output as the socket takes.

@@ -149,3 +149,5 @@ pub async fn stop(server: pajamax::ServerHandle) {
         .await
         .unwrap();
 }
+
+pub mod raw;

@@ -1,0 +1,317 @@
+//! Known HTTP/2 attacks performed against a running server. For each: the
+//! offender gets its bounded answer, the server's counters stay under the
+//! configured limits, and a well-behaved connection on the same worker still
+//! gets its answers.
+
+mod common;
+
+use common::raw::{frame_bytes, RawPeer};
+use common::{call, connect, start, stop, text, ProbeRequest};
+use pajamax::h2::frame::{flag, kind, setting, Reason};
+use prost::Message;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// One worker, so the offender and the good client share it.
+fn server(builder: pajamax::Builder) -> pajamax::ServerHandle {
+    start(builder.workers(1))
+}
+
+async fn good_client_is_served(server: &pajamax::ServerHandle) {
+    let channel = connect(server).await;
+    let reply = call(channel, "Echo", text("still served")).await.unwrap();
+    assert_eq!(reply.get_ref().text, "still served");
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+fn echo_request(reply_size: u32) -> Vec<u8> {
+    ProbeRequest {
+        text: "x".into(),
+        reply_size,
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// Sends `flood` after a handshake and expects GOAWAY(`reason`).
+async fn flood_ends_in(addr: SocketAddr, flood: Vec<u8>, reason: Reason) {
+    let heard = blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let writer = peer.send_in_background(flood);
+        let heard = peer.expect_goaway();
+        let _ = writer.join();
+        heard
+    })
+    .await;
+    assert_eq!(heard.goaway, Some(reason), "{heard:?}");
+}
+
+fn repeat(frame: Vec<u8>, times: usize) -> Vec<u8> {
+    frame.repeat(times)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_flood() {
+    let server = server(pajamax::Server::builder());
+    let flood = repeat(frame_bytes(kind::PING, 0, 0, &[7; 8]), 20_000);
+    flood_ends_in(server.local_addr(), flood, Reason::ENHANCE_YOUR_CALM).await;
+    good_client_is_served(&server).await;
+    assert_eq!(server.stats().connection_errors, 1);
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_flood() {
+    let server = server(pajamax::Server::builder());
+    let flood = repeat(
+        frame_bytes(kind::SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 100]),
+        20_000,
+    );
+    flood_ends_in(server.local_addr(), flood, Reason::ENHANCE_YOUR_CALM).await;
+    good_client_is_served(&server).await;
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_data_and_headers_floods() {
+    let server = server(pajamax::Server::builder());
+    let addr = server.local_addr();
+    // Empty DATA frames on an open stream.
+    let mut peer = RawPeer::connect(addr);
+    let mut flood = peer.request_block("/test.Probe/Echo", &[]);
+    flood = frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &flood);
+    flood.extend(repeat(frame_bytes(kind::DATA, 0, 1, b""), 20_000));
+    flood_ends_in(addr, flood, Reason::ENHANCE_YOUR_CALM).await;
+    // HEADERS frames with empty header blocks, each a malformed request.
+    let mut flood = Vec::new();
+    for i in 0..20_000u32 {
+        flood.extend(frame_bytes(
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            1 + 2 * i,
+            b"",
+        ));
+    }
+    flood_ends_in(addr, flood, Reason::ENHANCE_YOUR_CALM).await;
+    good_client_is_served(&server).await;
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rst_stream_flood_and_rapid_reset() {
+    let server = server(pajamax::Server::builder());
+    let addr = server.local_addr();
+    let mut peer = RawPeer::connect(addr);
+    let mut flood = Vec::new();
+    for i in 0..20_000u32 {
+        let id = 1 + 2 * i;
+        let block = peer.request_block("/test.Probe/Echo", &[]);
+        flood.extend(frame_bytes(kind::HEADERS, flag::END_HEADERS, id, &block));
+        flood.extend(frame_bytes(kind::RST_STREAM, 0, id, &[0, 0, 0, 8]));
+    }
+    flood_ends_in(addr, flood, Reason::ENHANCE_YOUR_CALM).await;
+    good_client_is_served(&server).await;
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_window_stall_with_large_replies_pending() {
+    let limit = 1 << 20;
+    let reply = 256 << 10;
+    let h2 = pajamax::h2::Config {
+        max_held_bytes: limit,
+        ..Default::default()
+    };
+    let server = server(pajamax::Server::builder().h2_config(h2));
+    let addr = server.local_addr();
+    let heard = blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 0)]);
+        // A first batch is accepted and held; later requests are refused
+        // while the held answers pass the limit.
+        for batch in 0..2u32 {
+            let mut bytes = Vec::new();
+            for i in 0..10u32 {
+                let id = 1 + 2 * (10 * batch + i);
+                bytes.extend(peer.request(id, "/test.Probe/Echo", &echo_request(reply)));
+            }
+            peer.send(&bytes);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        peer.listen(Duration::from_secs(2), |h| h.resets.len() >= 10)
+    })
+    .await;
+    assert_eq!(heard.data_bytes, 0, "nothing is sent into a zero window");
+    let refused: Vec<u32> = heard.resets.iter().map(|(id, _)| *id).collect();
+    assert_eq!(
+        refused,
+        (21..=39).step_by(2).collect::<Vec<u32>>(),
+        "{heard:?}"
+    );
+    assert!(heard
+        .resets
+        .iter()
+        .all(|(_, r)| *r == Reason::REFUSED_STREAM));
+    // Held answers stop at the limit plus one batch.
+    let stats = server.stats();
+    assert!(
+        stats.peak_held_bytes <= limit + 10 * (reply as usize + 64),
+        "{stats:?}"
+    );
+    good_client_is_served(&server).await;
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_dribble_with_one_byte_window_updates() {
+    let server = server(pajamax::Server::builder());
+    let addr = server.local_addr();
+    let heard = blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 0)]);
+        let request = peer.request(1, "/test.Probe/Echo", &echo_request(300));
+        peer.send(&request);
+        // Once the answer waits for the window, open it a byte at a time.
+        std::thread::sleep(Duration::from_millis(200));
+        for _ in 0..400 {
+            peer.send(&frame_bytes(kind::WINDOW_UPDATE, 0, 1, &1u32.to_be_bytes()));
+        }
+        peer.listen(Duration::from_secs(10), |h| !h.statuses.is_empty())
+    })
+    .await;
+    // The whole answer trickles out, one byte per update, and ends well.
+    assert!(heard.data_frames > 100, "{heard:?}");
+    assert_eq!(heard.statuses, vec![(1, "0".to_string())]);
+    good_client_is_served(&server).await;
+    assert!(server.stats().peak_output_bytes < 64 << 10);
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hpack_bomb_and_oversized_header_list() {
+    let server = server(pajamax::Server::builder());
+    let addr = server.local_addr();
+    let heard = blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        // A 4000-byte value enters the dynamic table once...
+        let big = "b".repeat(4000);
+        let block = peer.request_block("/test.Probe/Echo", &[("x-bomb", &big)]);
+        let mut bytes = frame_bytes(
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            1,
+            &block,
+        );
+        // (evicting everything else), then one small block refers to it
+        // 4000 times: 16 MB decoded from 8 KB.
+        let mut block = peer.literal_block(&[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", "/test.Probe/Echo"),
+            ("content-type", "application/grpc"),
+        ]);
+        block.extend(std::iter::repeat_n(0x80 | 62, 4000));
+        bytes.extend(frame_bytes(
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            3,
+            &block,
+        ));
+        peer.send(&bytes);
+        peer.listen(Duration::from_secs(5), |h| h.statuses.len() >= 2)
+    })
+    .await;
+    // The first request is within limits (it has no message: INTERNAL);
+    // the bomb passes the 16 KiB header list limit and that call alone is
+    // answered RESOURCE_EXHAUSTED, without the fields being stored.
+    assert_eq!(heard.goaway, None, "{heard:?}");
+    assert_eq!(
+        heard.statuses,
+        vec![(1, "13".to_string()), (3, "8".to_string())]
+    );
+    good_client_is_served(&server).await;
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continuation_flood() {
+    let server = server(pajamax::Server::builder());
+    let addr = server.local_addr();
+    let mut peer = RawPeer::connect(addr);
+    let block = peer.request_block("/test.Probe/Echo", &[]);
+    let mut flood = frame_bytes(kind::HEADERS, 0, 1, &block);
+    flood.extend(repeat(
+        frame_bytes(kind::CONTINUATION, 0, 1, &[0x40; 1000]),
+        1000,
+    ));
+    flood_ends_in(addr, flood, Reason::ENHANCE_YOUR_CALM).await;
+    // Empty CONTINUATION frames cost nothing to buffer but are counted.
+    let mut flood = frame_bytes(kind::HEADERS, 0, 1, &block);
+    flood.extend(repeat(frame_bytes(kind::CONTINUATION, 0, 1, b""), 20_000));
+    flood_ends_in(addr, flood, Reason::ENHANCE_YOUR_CALM).await;
+    good_client_is_served(&server).await;
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris() {
+    let server = server(
+        pajamax::Server::builder()
+            .handshake_timeout(Duration::from_millis(300))
+            .idle_timeout(Duration::from_millis(300)),
+    );
+    let addr = server.local_addr();
+    let (half, silent) = blocking(move || {
+        // Half a preface, then nothing.
+        let mut half = RawPeer::connect(addr);
+        half.send(&pajamax::h2::frame::PREFACE[..10]);
+        // A whole preface, then nothing.
+        let mut silent = RawPeer::handshake(addr, &[]);
+        let wait = Duration::from_secs(5);
+        (
+            half.listen(wait, |h| h.closed),
+            silent.listen(wait, |h| h.closed),
+        )
+    })
+    .await;
+    assert!(half.closed && silent.closed);
+    assert_eq!(half.goaway, Some(Reason::PROTOCOL_ERROR));
+    assert_eq!(silent.goaway, Some(Reason::NO_ERROR));
+    good_client_is_served(&server).await;
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_that_never_reads() {
+    let limit = 256 << 10;
+    let server = server(pajamax::Server::builder().max_pending_output(limit));
+    let addr = server.local_addr();
+    let reply = 16 << 10;
+    let writer = blocking(move || {
+        // Large windows, many requests with large answers, and no reads.
+        let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 1 << 30)]);
+        peer.send(&frame_bytes(
+            kind::WINDOW_UPDATE,
+            0,
+            0,
+            &(1u32 << 30).to_be_bytes(),
+        ));
+        let mut bytes = Vec::new();
+        for i in 0..3000u32 {
+            bytes.extend(peer.request(1 + 2 * i, "/test.Probe/Echo", &echo_request(reply)));
+        }
+        let writer = peer.send_in_background(bytes);
+        std::thread::sleep(Duration::from_secs(2));
+        (peer, writer)
+    })
+    .await;
+    let stats = server.stats();
+    // The unwritten output stops growing at the limit plus one batch of
+    // answers (MAX_EVENTS_PER_RECV requests).
+    let bound = limit + pajamax::h2::connection::MAX_EVENTS_PER_RECV * (reply as usize + 64);
+    assert!(stats.peak_output_bytes <= bound, "{stats:?} > {bound}");
+    good_client_is_served(&server).await;
+    drop(writer);
+    stop(server).await;
+}

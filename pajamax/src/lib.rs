@@ -10,6 +10,7 @@
 //! - `runtime`: the worker threads; the only code that touches sockets.
 //! - [`Server`]: the builder that puts them together.
 
+mod fast_hash;
 pub mod grpc;
 pub mod h2;
 mod runtime;

@@ -4,6 +4,7 @@
 //! every request they complete, and leaves all the answers in
 //! [`GrpcConnection::output`], to leave in one write.
 
+use crate::fast_hash::BuildStreamIdHasher;
 use crate::grpc::context::{Context, ResponseMetadata};
 use crate::grpc::metadata::Metadata;
 use crate::grpc::router::{Route, Router};
@@ -67,7 +68,7 @@ pub struct GrpcConnection {
     /// Bytes in the calls' buffers now.
     buffered: usize,
     peer: Option<SocketAddr>,
-    calls: HashMap<u32, Call>,
+    calls: HashMap<u32, Call, BuildStreamIdHasher>,
     spare: Vec<Call>,
     events: Vec<Event>,
     reply: Vec<u8>,
@@ -91,7 +92,7 @@ impl GrpcConnection {
             max_buffered: config.max_buffered_request_bytes,
             buffered: 0,
             peer,
-            calls: HashMap::new(),
+            calls: HashMap::default(),
             spare: Vec::new(),
             events: Vec::new(),
             reply: Vec::new(),

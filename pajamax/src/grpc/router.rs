@@ -1,5 +1,6 @@
 //! Routing a request's `:path` to a service method.
 
+use crate::fast_hash::BuildPathHasher;
 use crate::grpc::service::Service;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ pub struct Route {
 #[derive(Default, Clone)]
 pub struct Router {
     services: Vec<Arc<dyn Service>>,
-    routes: HashMap<Box<[u8]>, Route>,
+    routes: HashMap<Box<[u8]>, Route, BuildPathHasher>,
 }
 
 impl Router {

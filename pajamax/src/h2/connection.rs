@@ -12,13 +12,13 @@
 //! Errors are sticky: after a connection error the GOAWAY is still in the
 //! output, [`Connection::is_closed`] turns true and further input is ignored.
 
+use crate::fast_hash::BuildStreamIdHasher;
 use crate::h2::config::Config;
 use crate::h2::fields::{FieldCheck, Fields};
 use crate::h2::frame::{self, flag, kind, setting, FrameHeader, Reason, HEADER_LEN, MAX_WINDOW};
 use crate::h2::hpack::{Decoder, Encoder, Indexing};
 use crate::h2::window::Window;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
 /// What the peer asked for, in the order it arrived.
@@ -103,27 +103,7 @@ enum FrameError {
     Stream(u32, Reason),
 }
 
-type StreamMap = HashMap<u32, Stream, BuildHasherDefault<StreamIdHasher>>;
-
-/// Stream ids are distinct small odd integers: multiplying spreads them.
-#[derive(Default)]
-struct StreamIdHasher(u64);
-
-impl Hasher for StreamIdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
+type StreamMap = HashMap<u32, Stream, BuildStreamIdHasher>;
 
 struct Stream {
     /// The client may still send DATA.

@@ -17,6 +17,7 @@ mod runtime;
 pub mod server;
 
 pub use grpc::context::Context;
+pub use grpc::deferred::Responder;
 pub use grpc::service::{decode_request, Reply, Service};
 pub use grpc::status::{Code, Status};
 pub use server::{Builder, Server, ServerHandle, Stats};

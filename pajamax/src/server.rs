@@ -196,7 +196,7 @@ impl Builder {
                 sender,
                 waker: waker.clone(),
             });
-            worker_wakers.push(waker);
+            worker_wakers.push(waker.clone());
             let worker = Worker::new(
                 index,
                 router.clone(),
@@ -204,6 +204,7 @@ impl Builder {
                 shared.clone(),
                 receiver,
                 poll,
+                waker.clone(),
             );
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
             let thread = std::thread::Builder::new()

@@ -6,6 +6,7 @@
 
 use crate::fast_hash::BuildStreamIdHasher;
 use crate::grpc::context::{Context, ResponseMetadata};
+use crate::grpc::deferred::{Answer, Inbox};
 use crate::grpc::metadata::Metadata;
 use crate::grpc::router::{Route, Router};
 use crate::grpc::service::Reply;
@@ -74,6 +75,8 @@ pub struct GrpcConnection {
     reply: Vec<u8>,
     response_metadata: ResponseMetadata,
     text: Vec<u8>,
+    /// Where deferred answers come back, and this connection's id there.
+    inbox: Option<(Arc<Inbox>, u64)>,
 }
 
 const NOT_GRPC_BODY: &[u8] = b"pajamax serves gRPC: send POST with content-type application/grpc\n";
@@ -98,6 +101,29 @@ impl GrpcConnection {
             reply: Vec::new(),
             response_metadata: ResponseMetadata::default(),
             text: Vec::new(),
+            inbox: None,
+        }
+    }
+
+    /// Lets handlers defer their answers: they come back through `inbox`
+    /// tagged with `connection`, and are given to [`GrpcConnection::deliver`].
+    pub fn set_inbox(&mut self, inbox: Arc<Inbox>, connection: u64) {
+        self.inbox = Some((inbox, connection));
+    }
+
+    /// Sends a deferred answer; dropped if its stream is gone.
+    pub(crate) fn deliver(&mut self, answer: Answer) {
+        if !self.h2.is_stream_open(answer.stream) {
+            return;
+        }
+        self.response_metadata.clear();
+        self.response_metadata.trailers = answer.trailers;
+        match answer.result {
+            Ok(framed) => {
+                self.reply = framed;
+                self.answer_message(answer.stream);
+            }
+            Err(status) => self.answer_status(answer.stream, &status),
         }
     }
 
@@ -297,10 +323,16 @@ impl GrpcConnection {
             self.peer,
             &mut self.response_metadata,
         );
+        if let Some((inbox, connection)) = &self.inbox {
+            ctx = ctx.answer_to(inbox, *connection, stream);
+        }
         let mut reply = Reply::with_prefix_room(&mut self.reply);
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             service.call(route.method, &mut ctx, message, &mut reply)
         }));
+        if ctx.is_deferred() && outcome.is_ok() {
+            return;
+        }
         let status = match outcome {
             Ok(Ok(())) => {
                 let len = (self.reply.len() - PREFIX_LEN) as u32;

@@ -1,8 +1,10 @@
 //! The per-call context a handler can reach: request metadata, deadline,
 //! peer address, and the metadata to send back.
 
+use crate::grpc::deferred::{Inbox, Responder};
 use crate::grpc::metadata::Metadata;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a handler can learn about its call, and the response metadata it sets.
@@ -15,6 +17,8 @@ pub struct Context<'a> {
     deadline: Option<Instant>,
     peer: Option<SocketAddr>,
     response: &'a mut ResponseMetadata,
+    answer_to: Option<(&'a Arc<Inbox>, u64, u32)>,
+    deferred: bool,
 }
 
 /// The metadata a handler sends back: initial (with the response headers)
@@ -59,7 +63,37 @@ impl<'a> Context<'a> {
             deadline,
             peer,
             response,
+            answer_to: None,
+            deferred: false,
         }
+    }
+
+    /// Lets [`Context::defer`] send answers to `inbox`, for `stream` of
+    /// `connection`.
+    pub(crate) fn answer_to(mut self, inbox: &'a Arc<Inbox>, connection: u64, stream: u32) -> Self {
+        self.answer_to = Some((inbox, connection, stream));
+        self
+    }
+
+    /// Takes the call's [`Responder`], to answer later from any thread.
+    ///
+    /// Once deferred, what the handler returns is ignored: the call is
+    /// answered by the responder, or with `INTERNAL` if the responder is
+    /// dropped unused. Response metadata set on this context is not sent;
+    /// set trailers on the responder instead. Outside a running server (a
+    /// context made with [`Context::new`]) the responder's answer goes
+    /// nowhere.
+    pub fn defer(&mut self) -> Responder {
+        self.deferred = true;
+        match self.answer_to {
+            Some((inbox, connection, stream)) => Responder::new(inbox.clone(), connection, stream),
+            None => Responder::detached(),
+        }
+    }
+
+    /// Whether [`Context::defer`] was called.
+    pub fn is_deferred(&self) -> bool {
+        self.deferred
     }
 
     /// The request's custom headers (not the pseudo-headers, `content-type`,

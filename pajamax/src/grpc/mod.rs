@@ -2,6 +2,7 @@
 
 pub mod connection;
 pub mod context;
+pub mod deferred;
 pub mod metadata;
 pub mod percent;
 pub mod router;

@@ -2,6 +2,7 @@
 //! that reads, runs handlers and writes.
 
 use crate::grpc::connection::GrpcConnection;
+use crate::grpc::deferred::{Answer, Inbox};
 use crate::grpc::router::Router;
 use crate::h2::frame::Reason;
 use crate::runtime::{RuntimeConfig, Shared};
@@ -60,7 +61,12 @@ pub(crate) struct Worker {
     config: RuntimeConfig,
     shared: Arc<Shared>,
     conns: Vec<Option<Conn>>,
+    /// Bumped each time a slot is freed, so an answer for an earlier
+    /// connection in the same slot is recognised and dropped.
+    generations: Vec<u32>,
     free: Vec<usize>,
+    inbox: Arc<Inbox>,
+    answers: Vec<Answer>,
     again: Vec<usize>,
     shutting_down_since: Option<Instant>,
 }
@@ -78,7 +84,13 @@ impl Worker {
         shared: Arc<Shared>,
         receiver: Receiver<NewConnection>,
         poll: Poll,
+        waker: Arc<Waker>,
     ) -> Worker {
+        let inbox = Inbox::new(move || {
+            if let Err(err) = waker.wake() {
+                log::error!("could not wake a worker for its answers: {err}");
+            }
+        });
         Worker {
             index,
             poll,
@@ -87,7 +99,10 @@ impl Worker {
             config,
             shared,
             conns: Vec::new(),
+            generations: Vec::new(),
             free: Vec::new(),
+            inbox,
+            answers: Vec::new(),
             again: Vec::new(),
             shutting_down_since: None,
         }
@@ -125,7 +140,10 @@ impl Worker {
             let mut again = std::mem::take(&mut self.again);
             for event in events.iter() {
                 match event.token() {
-                    WAKER => self.take_new_connections(now),
+                    WAKER => {
+                        self.take_new_connections(now);
+                        self.deliver_answers(&mut again);
+                    }
                     Token(t) => {
                         let slot = t - 1;
                         again.retain(|&s| s != slot);
@@ -164,6 +182,7 @@ impl Worker {
         socket.set_nodelay(true)?;
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
+            self.generations.push(0);
             self.conns.len() - 1
         });
         self.poll.registry().register(
@@ -172,6 +191,10 @@ impl Worker {
             Interest::READABLE | Interest::WRITABLE,
         )?;
         let mut grpc = GrpcConnection::new(self.router.clone(), &self.config.grpc, Some(new.peer));
+        grpc.set_inbox(
+            self.inbox.clone(),
+            connection_id(slot, self.generations[slot]),
+        );
         if new.reject {
             grpc.close(Reason::NO_ERROR, "too many connections");
         } else if self.shutting_down_since.is_some() {
@@ -260,13 +283,40 @@ impl Worker {
         }
     }
 
+    /// Hands the answers that came back from other threads to their
+    /// connections; each connection touched is then served once, so all
+    /// its answers leave in one write.
+    fn deliver_answers(&mut self, touched: &mut Vec<usize>) {
+        let mut answers = std::mem::take(&mut self.answers);
+        self.inbox.drain(&mut answers);
+        for answer in answers.drain(..) {
+            let slot = (answer.connection & u64::from(u32::MAX)) as usize;
+            if connection_id(slot, *self.generations.get(slot).unwrap_or(&0)) != answer.connection {
+                continue;
+            }
+            if let Some(conn) = self.conns[slot].as_mut() {
+                conn.grpc.deliver(answer);
+                if !touched.contains(&slot) {
+                    touched.push(slot);
+                }
+            }
+        }
+        self.answers = answers;
+    }
+
     fn remove(&mut self, slot: usize) {
         if let Some(mut conn) = self.conns[slot].take() {
+            self.generations[slot] = self.generations[slot].wrapping_add(1);
             let _ = self.poll.registry().deregister(&mut conn.socket);
             self.free.push(slot);
             self.shared.loads[self.index].fetch_sub(1, Ordering::Relaxed);
         }
     }
+}
+
+/// The id that deferred answers carry: the slot and its generation.
+fn connection_id(slot: usize, generation: u32) -> u64 {
+    u64::from(generation) << 32 | slot as u64
 }
 
 /// Writes what is waiting, reads what is there, runs the requests, writes

@@ -45,7 +45,15 @@ pub struct ProbeReply {
 /// A hand-written service: exercises the `Service` interface directly.
 pub struct Probe;
 
-pub const METHODS: &[&str] = &["Echo", "Fail", "Panic", "Metadata", "Sleep"];
+pub const METHODS: &[&str] = &[
+    "Echo",
+    "Fail",
+    "Panic",
+    "Metadata",
+    "Sleep",
+    "Defer",
+    "DropResponder",
+];
 
 impl Service for Probe {
     fn name(&self) -> &'static str {
@@ -87,6 +95,23 @@ impl Service for Probe {
                 answer.text = user;
             }
             "Sleep" => std::thread::sleep(Duration::from_millis(u64::from(req.sleep_ms))),
+            "Defer" => {
+                // Answered from another thread after `sleep_ms`.
+                let mut responder = ctx.defer();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(u64::from(req.sleep_ms)));
+                    responder
+                        .trailers_mut()
+                        .insert("x-deferred", "yes")
+                        .unwrap();
+                    responder.respond(Ok(answer));
+                });
+                return Err(Status::unknown("ignored: the responder answers"));
+            }
+            "DropResponder" => {
+                drop(ctx.defer());
+                return Ok(());
+            }
             _ => unreachable!(),
         }
         reply.encode(&answer);

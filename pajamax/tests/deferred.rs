@@ -1,0 +1,122 @@
+//! Answers given later, from another thread, through a `Responder`.
+
+mod common;
+
+use common::{call, connect, start, stop, text, ProbeRequest};
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+fn deferred(text: &str, delay_ms: u32) -> tonic::Request<ProbeRequest> {
+    tonic::Request::new(ProbeRequest {
+        text: text.into(),
+        sleep_ms: delay_ms,
+        ..Default::default()
+    })
+}
+
+#[tokio::test]
+async fn answer_from_another_thread_after_a_delay() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let started = Instant::now();
+    let reply = call(channel.clone(), "Defer", deferred("later", 200))
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert_eq!(reply.get_ref().text, "later");
+    assert_eq!(reply.metadata().get("x-deferred").unwrap(), "yes");
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn the_worker_serves_others_while_answers_are_pending() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let slow: Vec<_> = (0..200)
+        .map(|i| {
+            let channel = channel.clone();
+            tokio::spawn(
+                async move { call(channel, "Defer", deferred(&format!("d{i}"), 300)).await },
+            )
+        })
+        .collect();
+    // While 200 answers wait on other threads, inline calls go through.
+    let started = Instant::now();
+    assert_eq!(
+        call(channel.clone(), "Echo", text("fast"))
+            .await
+            .unwrap()
+            .get_ref()
+            .text,
+        "fast"
+    );
+    assert!(started.elapsed() < Duration::from_millis(250));
+    for (i, task) in slow.into_iter().enumerate() {
+        assert_eq!(task.await.unwrap().unwrap().get_ref().text, format!("d{i}"));
+    }
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn dropped_responder_is_an_error_not_a_hang() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let status = tokio::time::timeout(
+        Duration::from_secs(5),
+        call(channel.clone(), "DropResponder", text("x")),
+    )
+    .await
+    .expect("answered, not hung")
+    .unwrap_err();
+    assert_eq!(status.code(), Code::Internal);
+    assert!(
+        status.message().contains("dropped its responder"),
+        "{}",
+        status.message()
+    );
+    assert_eq!(
+        call(channel, "Echo", text("ok"))
+            .await
+            .unwrap()
+            .get_ref()
+            .text,
+        "ok"
+    );
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn answer_after_the_client_reset_is_dropped() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    // The client gives up (RST_STREAM) before the answer comes back.
+    let mut request = deferred("too late", 300);
+    request.set_timeout(Duration::from_millis(50));
+    let status = call(channel.clone(), "Defer", request).await.unwrap_err();
+    assert!(
+        matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
+        "{status:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The late answer went nowhere; the connection is healthy.
+    assert_eq!(
+        call(channel, "Echo", text("after"))
+            .await
+            .unwrap()
+            .get_ref()
+            .text,
+        "after"
+    );
+    assert_eq!(server.stats().connection_errors, 0);
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn shutdown_waits_for_deferred_answers() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let pending = tokio::spawn(call(channel, "Defer", deferred("in flight", 300)));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    stop(server).await;
+    assert_eq!(pending.await.unwrap().unwrap().get_ref().text, "in flight");
+}

@@ -10,6 +10,7 @@
 //! - `runtime`: the worker threads; the only code that touches sockets.
 //! - [`Server`]: the builder that puts them together.
 
+pub mod dispatch;
 mod fast_hash;
 pub mod grpc;
 pub mod h2;

@@ -14,10 +14,19 @@ pub mod echo {
     pajamax::include_proto!("echo");
 }
 
+/// The `grpc.testing` proto package of the gRPC interoperability tests: the
+/// `TestService` and its messages.
+pub mod grpc_testing {
+    pajamax::include_proto!("grpc.testing");
+}
+
+pub mod interop;
+
 use echo::echo_server::Echo;
 use echo::EchoMessage;
 use helloworld::greeter_server::Greeter;
 use helloworld::{HelloReply, HelloRequest};
+pub use interop::{InteropServer, InteropService};
 use pajamax::Status;
 
 /// Greets whoever the request names.

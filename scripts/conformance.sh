@@ -95,42 +95,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Two ports the OS says are free on loopback.
-read -r h2_port interop_port < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(2)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(*(s.getsockname()[1] for s in socks))
-')
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
-# Waits until the server with pid $1 accepts on port $2; $3 names its log.
-wait_ready() {
-    local pid=$1 port=$2 server_log=$3
-    for _ in $(seq 1 200); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            echo "conformance: the server on port $port exited; its log:" >&2
-            cat "$server_log" >&2
-            return 1
-        fi
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    echo "conformance: nothing listens on port $port after 20 s; server log:" >&2
-    cat "$server_log" >&2
-    return 1
-}
-
-"$helloworld_bin" "127.0.0.1:$h2_port" >"$work/helloworld.log" 2>&1 &
-pids+=($!)
-helloworld_pid=$!
-"$interop_bin" "--port=$interop_port" --use_tls=false >"$work/interop-server.log" 2>&1 &
-pids+=($!)
-interop_pid=$!
-wait_ready "$helloworld_pid" "$h2_port" "$work/helloworld.log"
-wait_ready "$interop_pid" "$interop_port" "$work/interop-server.log"
+start_on_free_port "$work/helloworld.log" "$helloworld_bin" "127.0.0.1:{port}"
+h2_port=$started_port
+helloworld_pid=$started_pid
+start_on_free_port "$work/interop-server.log" "$interop_bin" "--port={port}" --use_tls=false
+interop_port=$started_port
+interop_pid=$started_pid
 log "helloworld on 127.0.0.1:$h2_port, interop-server on 127.0.0.1:$interop_port"
 
 # ----- h2spec -----

@@ -15,13 +15,15 @@ ghz="$(go env GOPATH)/bin/ghz"
 
 target="${CARGO_TARGET_DIR:-target}"
 cargo build --release -p pajamax-examples --bin helloworld
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 server_cpu=0
 client_cpu=$(( $(nproc) > 1 ? 1 : 0 ))
-taskset -c "$server_cpu" "$target/release/helloworld" "127.0.0.1:$port" &
-server=$!
-trap 'kill $server 2>/dev/null || true' EXIT
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+start_on_free_port "$(mktemp)" taskset -c "$server_cpu" "$target/release/helloworld" "127.0.0.1:{port}"
+port=$started_port
+server=$started_pid
 
 rss() { awk '/VmRSS/ { print $2 }' "/proc/$server/status"; }
 report=$(mktemp)

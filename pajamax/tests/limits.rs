@@ -1,0 +1,85 @@
+//! Request checks and server limits seen from a raw client.
+
+mod common;
+
+use common::raw::{frame_bytes, RawPeer};
+use common::{connect, start, stop, ProbeRequest};
+use pajamax::h2::frame::{flag, kind, Reason};
+use prost::Message;
+use std::time::Duration;
+
+fn request_with_content_type(peer: &mut RawPeer, stream: u32, content_type: &str) -> Vec<u8> {
+    let mut block = Vec::new();
+    let fields = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/test.Probe/Echo"),
+        ("content-type", content_type),
+    ];
+    block.extend(peer.literal_block(&fields));
+    let mut out = frame_bytes(kind::HEADERS, flag::END_HEADERS, stream, &block);
+    let message = ProbeRequest {
+        text: "ct".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let mut body = vec![0];
+    body.extend((message.len() as u32).to_be_bytes());
+    body.extend(message);
+    out.extend(frame_bytes(kind::DATA, flag::END_STREAM, stream, &body));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_type_is_checked() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let mut bytes = request_with_content_type(&mut peer, 1, "application/grpc+proto");
+        bytes.extend(request_with_content_type(
+            &mut peer,
+            3,
+            "application/grpc;charset=utf-8",
+        ));
+        bytes.extend(request_with_content_type(&mut peer, 5, "application/json"));
+        peer.send(&bytes);
+        peer.listen(Duration::from_secs(5), |h| {
+            h.statuses.len() >= 2 && h.data_frames >= 3
+        })
+    })
+    .await
+    .unwrap();
+    // Both gRPC content types are served; the JSON request gets HTTP 415
+    // with a text body and no grpc-status.
+    assert_eq!(
+        heard.statuses,
+        vec![(1, "0".to_string()), (3, "0".to_string())]
+    );
+    assert_eq!(heard.data_frames, 3, "{heard:?}");
+    assert_eq!(heard.goaway, None);
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_limit_get_goaway_and_a_clean_close() {
+    let server = start(pajamax::Server::builder().workers(2).max_connections(2));
+    let _first = connect(&server).await;
+    let _second = connect(&server).await;
+    let addr = server.local_addr();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        peer.listen(Duration::from_secs(5), |h| h.closed)
+    })
+    .await
+    .unwrap();
+    assert_eq!(heard.goaway, Some(Reason::NO_ERROR), "{heard:?}");
+    assert!(heard.closed);
+    // The rejected connection goes away; the two admitted ones stay.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while server.connections() != 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.connections(), 2);
+    stop(server).await;
+}

@@ -1,1 +1,6 @@
-//! criterion benchmarks for pajamax live in `benches/`.
+//! Shared code of pajamax's benchmarks (the criterion benches live in
+//! `benches/`): grpc_bench's `complex_proto` messages, a greeter that echoes
+//! them, and the bytes a grpc-go client sends for them.
+
+pub mod complex_proto;
+pub mod pipeline;

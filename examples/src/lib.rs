@@ -22,6 +22,8 @@ pub mod grpc_testing {
 
 pub mod interop;
 
+pub mod dict_store;
+
 use echo::echo_server::Echo;
 use echo::EchoMessage;
 use helloworld::greeter_server::Greeter;

@@ -2,36 +2,61 @@
 
 use crate::ident;
 use prost_build::{Comments, Method, Service};
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 /// How the code for a service serves its calls.
-///
-/// Only [`ServiceMode::Local`] exists so far: every call is handled on the
-/// worker thread that read it. A mode that hands calls to other threads may
-/// follow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) enum ServiceMode {
     /// Handlers run on the worker thread that received the request.
     #[default]
     Local,
+    /// Decoded requests are sent to threads the application owns, and
+    /// answered from there through the call's `Responder`.
+    Dispatch,
+}
+
+/// Which mode each service is generated in: a mode for every service, and
+/// services named to be generated otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Modes {
+    /// The mode of services not named below.
+    pub(crate) default: ServiceMode,
+    /// Fully qualified names of services generated in local mode.
+    pub(crate) local: BTreeSet<String>,
+    /// Fully qualified names of services generated in dispatch mode.
+    pub(crate) dispatch: BTreeSet<String>,
+}
+
+impl Modes {
+    /// The mode of the service named `full_name` (`package.Service`).
+    pub(crate) fn mode_of(&self, full_name: &str) -> ServiceMode {
+        if self.dispatch.contains(full_name) {
+            ServiceMode::Dispatch
+        } else if self.local.contains(full_name) {
+            ServiceMode::Local
+        } else {
+            self.default
+        }
+    }
 }
 
 /// Writes a server module for every service prost-build meets.
 #[derive(Debug, Default)]
 pub(crate) struct PajamaxGenerator {
-    mode: ServiceMode,
+    modes: Modes,
 }
 
 impl PajamaxGenerator {
-    pub(crate) fn new(mode: ServiceMode) -> PajamaxGenerator {
-        PajamaxGenerator { mode }
+    pub(crate) fn new(modes: Modes) -> PajamaxGenerator {
+        PajamaxGenerator { modes }
     }
 }
 
 impl prost_build::ServiceGenerator for PajamaxGenerator {
     fn generate(&mut self, service: Service, buf: &mut String) {
-        match self.mode {
+        match self.modes.mode_of(&full_service_name(&service)) {
             ServiceMode::Local => generate_local(&service, buf),
+            ServiceMode::Dispatch => generate_dispatch(&service, buf),
         }
     }
 }
@@ -65,6 +90,14 @@ pub(crate) fn generate_local(service: &Service, buf: &mut String) {
     let code = ServiceCode::new(service);
     let mut out = Writer { buf, depth: 0 };
     code.write_module(&mut out);
+}
+
+/// Writes the server module of `service`, for requests that are sent to
+/// threads the application owns and answered from there.
+pub(crate) fn generate_dispatch(service: &Service, buf: &mut String) {
+    let code = ServiceCode::new(service);
+    let mut out = Writer { buf, depth: 0 };
+    code.write_dispatch_module(&mut out);
 }
 
 /// Appends indented lines of code.
@@ -136,6 +169,8 @@ struct MethodCode<'a> {
     name: String,
     /// `say_hello_with_context`.
     context_name: String,
+    /// `SayHello`: the variant of the request enum in dispatch mode.
+    variant: String,
     /// The request type as seen from the server module.
     input: String,
     /// The answer type as seen from the server module.
@@ -194,6 +229,7 @@ impl<'a> ServiceCode<'a> {
                 proto: method,
                 name: ident::method_name(&method.proto_name),
                 context_name: ident::context_method_name(&method.proto_name),
+                variant: ident::variant_name(&method.proto_name),
                 input: type_path(&method.input_type),
                 output: type_path(&method.output_type),
             })
@@ -301,6 +337,7 @@ impl<'a> ServiceCode<'a> {
             context_name,
             input,
             output,
+            ..
         } = method;
         let proto_name = &proto.proto_name;
         let errors = "\n\
@@ -489,6 +526,358 @@ impl<'a> ServiceCode<'a> {
             out.line("reply.encode(&answer);");
         }
         out.line("Ok(())");
+        out.close("}");
+    }
+}
+
+/// The names of the items a dispatch-mode service module holds.
+struct DispatchNames {
+    /// `DictStoreRequest`.
+    request: String,
+    /// `DictStoreCall`.
+    call: String,
+    /// `DictStoreShard`.
+    shard: String,
+    /// `DictStoreDispatch`.
+    dispatch: String,
+}
+
+impl ServiceCode<'_> {
+    fn dispatch_names(&self) -> DispatchNames {
+        let name = self.trait_name;
+        DispatchNames {
+            request: format!("{name}Request"),
+            call: format!("{name}Call"),
+            shard: format!("{name}Shard"),
+            dispatch: format!("{name}Dispatch"),
+        }
+    }
+
+    fn write_dispatch_module(&self, out: &mut Writer<'_>) {
+        let Self {
+            full_name, module, ..
+        } = self;
+        let DispatchNames {
+            shard, dispatch, ..
+        } = self.dispatch_names();
+        out.doc(&format!(
+            "Server code for the `{full_name}` service in dispatch mode: calls are sent to\n\
+             threads the application owns. Implement [`{module}::{shard}`] for the state a\n\
+             thread owns and [`{module}::{dispatch}`] to choose the thread of each call."
+        ));
+        out.open(format!("pub mod {module} {{"));
+        self.write_dispatch_name_clashes(out);
+        self.write_names(out);
+        out.line("");
+        self.write_request_enum(out);
+        out.line("");
+        self.write_call(out);
+        out.line("");
+        self.write_shard_trait(out);
+        out.line("");
+        self.write_dispatch_trait(out);
+        out.line("");
+        self.write_dispatch_server(out);
+        out.line("");
+        self.write_dispatch_service_impl(out);
+        out.close("}");
+    }
+
+    /// As [`ServiceCode::write_name_clashes`], for the shard methods and the
+    /// request variants.
+    fn write_dispatch_name_clashes(&self, out: &mut Writer<'_>) {
+        let mut methods = HashSet::new();
+        let mut variants = HashSet::new();
+        for method in self.unary() {
+            for (seen, name) in [
+                (&mut methods, &method.name),
+                (&mut variants, &method.variant),
+            ] {
+                if !seen.insert(name.as_str()) {
+                    out.line(format!(
+                        "::core::compile_error!(\"pajamax-build: two methods of {} map to the Rust name `{name}`\");",
+                        self.full_name
+                    ));
+                }
+            }
+        }
+    }
+
+    fn write_request_enum(&self, out: &mut Writer<'_>) {
+        let full_name = &self.full_name;
+        let DispatchNames { request, .. } = self.dispatch_names();
+        out.doc(&format!(
+            "A decoded `{full_name}` request: one variant per unary method."
+        ));
+        out.line("#[derive(Debug)]");
+        out.line("#[allow(clippy::large_enum_variant)]");
+        out.open(format!("pub enum {request} {{"));
+        for method in self.unary() {
+            out.doc(&format!(
+                "A `{full_name}/{}` request.",
+                method.proto.proto_name
+            ));
+            out.line(format!("{}({}),", method.variant, method.input));
+        }
+        out.close("}");
+    }
+
+    fn write_call(&self, out: &mut Writer<'_>) {
+        let full_name = &self.full_name;
+        let DispatchNames {
+            request,
+            call,
+            shard,
+            ..
+        } = self.dispatch_names();
+        out.doc(&format!(
+            "A `{full_name}` call on its way to the thread that serves it: the decoded\n\
+             request and where its answer goes. A call dropped without an answer is\n\
+             answered `INTERNAL`."
+        ));
+        out.line("#[derive(Debug)]");
+        out.open(format!("pub struct {call} {{"));
+        out.doc("The decoded request.");
+        out.line(format!("pub request: {request},"));
+        out.line("responder: pajamax::Responder,");
+        out.close("}");
+        out.line("");
+
+        out.open(format!("impl {call} {{"));
+        out.doc(
+            "Runs the handler of `shard` that the request is for and answers the call\n\
+             with its result.",
+        );
+        let empty = self.unary().next().is_none();
+        let shard_arg = if empty { "_shard" } else { "shard" };
+        out.open(format!(
+            "pub fn handle<S: {shard} + ?Sized>(self, {shard_arg}: &mut S) {{"
+        ));
+        if empty {
+            out.line("match self.request {}");
+        } else {
+            out.line("let Self { request, responder } = self;");
+            out.open("match request {");
+            for method in self.unary() {
+                let (pattern, argument) = if method.input == "()" {
+                    ("()", "()")
+                } else {
+                    ("request", "request")
+                };
+                out.line(format!(
+                    "{request}::{}({pattern}) => responder.respond(shard.{}({argument})),",
+                    method.variant, method.name
+                ));
+            }
+            out.close("}");
+        }
+        out.close("}");
+        out.line("");
+        out.doc("Metadata sent with the trailers of the answer.");
+        out.open("pub fn trailers_mut(&mut self) -> &mut pajamax::grpc::metadata::Metadata {");
+        out.line("self.responder.trailers_mut()");
+        out.close("}");
+        out.line("");
+        out.doc(
+            "The request and its [`Responder`](pajamax::Responder), to answer the call\n\
+             some other way than with [`handle`](Self::handle).",
+        );
+        out.open(format!(
+            "pub fn into_parts(self) -> ({request}, pajamax::Responder) {{"
+        ));
+        out.line("(self.request, self.responder)");
+        out.close("}");
+        out.close("}");
+    }
+
+    fn write_shard_trait(&self, out: &mut Writer<'_>) {
+        let full_name = &self.full_name;
+        let DispatchNames { call, shard, .. } = self.dispatch_names();
+        out.proto_doc(&self.service.comments);
+        out.doc(&format!(
+            "The handlers of the `{full_name}` service in dispatch mode, run by a thread\n\
+             that owns its state: they take `&mut self`, so no lock is needed. Pass the\n\
+             state to [`{call}::handle`]. A method left alone answers `UNIMPLEMENTED`."
+        ));
+        let streaming: Vec<String> = self
+            .streaming()
+            .map(|m| format!("`{}`", m.proto.proto_name))
+            .collect();
+        if !streaming.is_empty() {
+            out.doc(&format!(
+                "\nStreaming methods have no handler yet and answer `UNIMPLEMENTED`: {}.",
+                streaming.join(", ")
+            ));
+        }
+        out.open(format!("pub trait {shard} {{"));
+        for (i, method) in self.unary().enumerate() {
+            if i > 0 {
+                out.line("");
+            }
+            let proto_name = &method.proto.proto_name;
+            out.proto_doc(&method.proto.comments);
+            out.doc(&format!(
+                "Handles `{full_name}/{proto_name}`. The default answers `UNIMPLEMENTED`.\n\
+                 \n\
+                 # Errors\n\
+                 \n\
+                 The [`Status`](pajamax::Status) to end the call with instead of an answer."
+            ));
+            out.line("#[allow(unused_variables)]");
+            out.open(format!(
+                "fn {}(&mut self, request: {}) -> ::core::result::Result<{}, pajamax::Status> {{",
+                method.name, method.input, method.output
+            ));
+            out.line(format!(
+                "Err(pajamax::Status::unimplemented(\"{full_name}/{proto_name} is not implemented\"))"
+            ));
+            out.close("}");
+        }
+        out.close("}");
+    }
+
+    fn write_dispatch_trait(&self, out: &mut Writer<'_>) {
+        let full_name = &self.full_name;
+        let DispatchNames {
+            request,
+            call,
+            dispatch,
+            ..
+        } = self.dispatch_names();
+        out.doc(&format!(
+            "Chooses the thread that serves each `{full_name}` call, by the queue it is\n\
+             sent to. A full queue answers the call `RESOURCE_EXHAUSTED`, a queue whose\n\
+             receiver is gone `UNAVAILABLE`."
+        ));
+        out.open(format!("pub trait {dispatch}: Send + Sync + 'static {{"));
+        out.doc("The queue of the thread that serves `request`.");
+        out.line(format!(
+            "fn dispatch_to(&self, request: &{request}) -> &pajamax::dispatch::Sender<{call}>;"
+        ));
+        out.close("}");
+    }
+
+    fn write_dispatch_server(&self, out: &mut Writer<'_>) {
+        let Self { server_name, .. } = self;
+        let DispatchNames { dispatch, .. } = self.dispatch_names();
+        out.doc(&format!(
+            "Decodes calls and sends them where a [`{dispatch}`] says: add it to a\n\
+             pajamax server."
+        ));
+        out.open(format!("pub struct {server_name}<D> {{"));
+        out.line("dispatch: ::std::sync::Arc<D>,");
+        out.close("}");
+        out.line("");
+
+        out.open(format!("impl<D: {dispatch}> {server_name}<D> {{"));
+        out.doc("Sends calls where `dispatch` says.");
+        out.open("pub fn new(dispatch: D) -> Self {");
+        out.line("Self::from_arc(::std::sync::Arc::new(dispatch))");
+        out.close("}");
+        out.line("");
+        out.doc("Sends calls where a `dispatch` shared with other code says.");
+        out.open("pub const fn from_arc(dispatch: ::std::sync::Arc<D>) -> Self {");
+        out.line("Self { dispatch }");
+        out.close("}");
+        out.close("}");
+        out.line("");
+
+        out.open(format!(
+            "impl<D> ::core::clone::Clone for {server_name}<D> {{"
+        ));
+        out.open("fn clone(&self) -> Self {");
+        out.open("Self {");
+        out.line("dispatch: ::std::sync::Arc::clone(&self.dispatch),");
+        out.close("}");
+        out.close("}");
+        out.close("}");
+        out.line("");
+
+        out.open(format!(
+            "impl<D> ::core::fmt::Debug for {server_name}<D> {{"
+        ));
+        out.open("fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {");
+        out.line(format!(
+            "f.debug_struct(\"{server_name}\").finish_non_exhaustive()"
+        ));
+        out.close("}");
+        out.close("}");
+    }
+
+    fn write_dispatch_service_impl(&self, out: &mut Writer<'_>) {
+        let Self { server_name, .. } = self;
+        let DispatchNames {
+            request: request_enum,
+            call,
+            dispatch,
+            ..
+        } = self.dispatch_names();
+        out.open(format!(
+            "impl<D: {dispatch}> pajamax::Service for {server_name}<D> {{"
+        ));
+        out.open("fn name(&self) -> &'static str {");
+        out.line("SERVICE_NAME");
+        out.close("}");
+        out.line("");
+        out.open("fn methods(&self) -> &'static [&'static str] {");
+        out.line("METHODS");
+        out.close("}");
+        out.line("");
+
+        let empty = self.unary().next().is_none();
+        let unused = if empty { "_" } else { "" };
+        out.open("fn call(");
+        out.line("&self,");
+        out.line("method: usize,");
+        out.line(format!("{unused}ctx: &mut pajamax::Context<'_>,"));
+        out.line(format!("{unused}request: &[u8],"));
+        out.line("_reply: &mut pajamax::Reply<'_>,");
+        out.close(") -> ::core::result::Result<(), pajamax::Status> {");
+        out.depth += 1;
+        if self.methods.is_empty() {
+            out.line(NO_SUCH_METHOD);
+        } else if empty {
+            out.open("match method {");
+            for (index, method) in self.methods.iter().enumerate() {
+                self.write_route(out, index, method);
+            }
+            out.line(format!("_ => {NO_SUCH_METHOD},"));
+            out.close("}");
+        } else {
+            out.open("let request = match method {");
+            for (index, method) in self.methods.iter().enumerate() {
+                let proto_name = &method.proto.proto_name;
+                if method.is_streaming() {
+                    out.line(format!(
+                        "{index} => return Err(pajamax::Status::unimplemented(\"{}/{proto_name}: streaming calls are not supported yet\")),",
+                        self.full_name
+                    ));
+                } else if method.input == "()" {
+                    out.open(format!("{index} => {{"));
+                    out.line("pajamax::decode_request::<()>(request)?;");
+                    out.line(format!("{request_enum}::{}(())", method.variant));
+                    out.close("}");
+                } else {
+                    out.line(format!(
+                        "{index} => {request_enum}::{}(pajamax::decode_request(request)?),",
+                        method.variant
+                    ));
+                }
+            }
+            out.line(format!("_ => return {NO_SUCH_METHOD},"));
+            out.close("};");
+            out.line("let sender = self.dispatch.dispatch_to(&request);");
+            out.open(format!("let call = {call} {{"));
+            out.line("request,");
+            out.line("responder: ctx.defer(),");
+            out.close("};");
+            out.line("// A call that cannot be queued is answered at once, with the reason.");
+            out.open("if let Err((status, call)) = sender.try_dispatch(call) {");
+            out.line("call.responder.respond::<()>(Err(status));");
+            out.close("}");
+            out.line("Ok(())");
+        }
+        out.close("}");
         out.close("}");
     }
 }
@@ -682,6 +1071,200 @@ mod tests {
         assert!(code.contains(
             "::core::compile_error!(\"pajamax-build: two methods of clash.Clash map to the Rust name `get_with_context`\");"
         ));
+    }
+
+    fn generate_in_dispatch_mode(service: &Service) -> String {
+        let mut buf = String::new();
+        generate_dispatch(service, &mut buf);
+        syn::parse_file(&buf).unwrap_or_else(|err| panic!("{err}\n{buf}"));
+        buf
+    }
+
+    fn dict_store() -> Service {
+        let mut get = method("Get", "Key", "Value");
+        get.comments.leading = vec![" Reads a key.".to_owned()];
+        let mut watch = method("Watch", "Key", "Value");
+        watch.server_streaming = true;
+        service(
+            "dict_store",
+            "DictStore",
+            vec![
+                get,
+                method("Set", "Entry", "SetReply"),
+                watch,
+                method("ListShard", "ListShardRequest", "ListShardReply"),
+            ],
+        )
+    }
+
+    #[test]
+    fn dispatch_mode_has_the_expected_items() {
+        let code = generate_in_dispatch_mode(&dict_store());
+        for expected in [
+            "pub mod dict_store_server {",
+            "pub const SERVICE_NAME: &str = \"dict_store.DictStore\";",
+            "pub const METHODS: &[&str] = &[\"Get\", \"Set\", \"Watch\", \"ListShard\"];",
+            "pub enum DictStoreRequest {",
+            "Get(super::Key),",
+            "Set(super::Entry),",
+            "ListShard(super::ListShardRequest),",
+            "pub struct DictStoreCall {",
+            "pub request: DictStoreRequest,",
+            "responder: pajamax::Responder,",
+            "pub fn handle<S: DictStoreShard + ?Sized>(self, shard: &mut S) {",
+            "DictStoreRequest::Get(request) => responder.respond(shard.get(request)),",
+            "DictStoreRequest::ListShard(request) => responder.respond(shard.list_shard(request)),",
+            "pub fn trailers_mut(&mut self) -> &mut pajamax::grpc::metadata::Metadata {",
+            "pub fn into_parts(self) -> (DictStoreRequest, pajamax::Responder) {",
+            "pub trait DictStoreShard {",
+            "/// Reads a key.",
+            "fn get(&mut self, request: super::Key) -> ::core::result::Result<super::Value, pajamax::Status> {",
+            "Err(pajamax::Status::unimplemented(\"dict_store.DictStore/Set is not implemented\"))",
+            "pub trait DictStoreDispatch: Send + Sync + 'static {",
+            "fn dispatch_to(&self, request: &DictStoreRequest) -> &pajamax::dispatch::Sender<DictStoreCall>;",
+            "pub struct DictStoreServer<D> {",
+            "impl<D: DictStoreDispatch> DictStoreServer<D> {",
+            "pub fn new(dispatch: D) -> Self {",
+            "pub const fn from_arc(dispatch: ::std::sync::Arc<D>) -> Self {",
+            "impl<D> ::core::clone::Clone for DictStoreServer<D> {",
+            "impl<D: DictStoreDispatch> pajamax::Service for DictStoreServer<D> {",
+            "0 => DictStoreRequest::Get(pajamax::decode_request(request)?),",
+            "2 => return Err(pajamax::Status::unimplemented(\"dict_store.DictStore/Watch: streaming calls are not supported yet\")),",
+            "3 => DictStoreRequest::ListShard(pajamax::decode_request(request)?),",
+            "let sender = self.dispatch.dispatch_to(&request);",
+            "responder: ctx.defer(),",
+            "if let Err((status, call)) = sender.try_dispatch(call) {",
+            "call.responder.respond::<()>(Err(status));",
+        ] {
+            assert!(code.contains(expected), "missing {expected:?} in\n{code}");
+        }
+        // Streaming methods get no variant and no handler; nothing of local
+        // mode is written.
+        assert!(!code.contains("Watch(super::Key)"));
+        assert!(!code.contains("fn watch"));
+        assert!(code.contains("answer `UNIMPLEMENTED`: `Watch`."));
+        assert!(!code.contains("_with_context"));
+        assert!(!code.contains("pub trait DictStore:"));
+        assert!(!code.contains("compile_error"));
+    }
+
+    #[test]
+    fn dispatch_mode_documents_every_public_item() {
+        let code = generate_in_dispatch_mode(&dict_store());
+        let lines: Vec<&str> = code.lines().map(str::trim).collect();
+        let mut in_enum = false;
+        for (i, text) in lines.iter().enumerate() {
+            if text.starts_with("pub enum") {
+                in_enum = true;
+            } else if in_enum && *text == "}" {
+                in_enum = false;
+            }
+            let in_trait_or_impl = lines[..i]
+                .iter()
+                .rev()
+                .find(|l| l.starts_with("impl") || l.starts_with("pub trait"))
+                .is_some_and(|l| l.starts_with("impl") && !l.starts_with("impl Dict"));
+            let is_item = text.starts_with("pub ")
+                || (in_enum && !text.starts_with("///") && *text != "}")
+                || (text.starts_with("fn ") && !in_trait_or_impl);
+            if is_item {
+                let mut j = i - 1;
+                while lines[j].starts_with("#[") {
+                    j -= 1;
+                }
+                assert!(
+                    lines[j].starts_with("///"),
+                    "no doc comment on {text:?} in\n{code}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn dispatch_mode_passes_empty_messages_as_unit_literals() {
+        let code = generate_in_dispatch_mode(&service(
+            "health",
+            "Health",
+            vec![method("Ping", "()", "()")],
+        ));
+        assert!(code.contains("Ping(()),"), "{code}");
+        assert!(code.contains("pajamax::decode_request::<()>(request)?;"));
+        assert!(code.contains("HealthRequest::Ping(())\n"), "{code}");
+        assert!(code.contains("HealthRequest::Ping(()) => responder.respond(shard.ping(())),"));
+        assert!(code.contains(
+            "fn ping(&mut self, request: ()) -> ::core::result::Result<(), pajamax::Status>"
+        ));
+    }
+
+    #[test]
+    fn dispatch_mode_without_unary_methods_dispatches_nothing() {
+        let mut stream = method("Watch", "Query", "Update");
+        stream.server_streaming = true;
+        let code = generate_in_dispatch_mode(&service("", "Watcher", vec![stream]));
+        assert!(code.contains("pub enum WatcherRequest {\n    }"), "{code}");
+        assert!(code.contains("pub fn handle<S: WatcherShard + ?Sized>(self, _shard: &mut S) {"));
+        assert!(code.contains("match self.request {}"));
+        assert!(code.contains("_ctx: &mut pajamax::Context<'_>,"));
+        assert!(!code.contains("try_dispatch"));
+        let code = generate_in_dispatch_mode(&service("empty", "Nothing", Vec::new()));
+        assert!(code.contains("pub const METHODS: &[&str] = &[];"));
+        assert!(!code.contains("match method"));
+    }
+
+    #[test]
+    fn dispatch_mode_escapes_keywords_and_reports_clashes() {
+        let code = generate_in_dispatch_mode(&service(
+            "kw",
+            "Keywords",
+            vec![method("Type", "A", "B"), method("Self", "A", "B")],
+        ));
+        assert!(code.contains("Type(super::A),"));
+        assert!(code.contains("Self_(super::A),"));
+        assert!(code.contains(
+            "KeywordsRequest::Type(request) => responder.respond(shard.r#type(request)),"
+        ));
+        assert!(code.contains("fn self_(&mut self"));
+        assert!(!code.contains("compile_error"));
+
+        let code = generate_in_dispatch_mode(&service(
+            "clash",
+            "Clash",
+            vec![method("GetItem", "A", "B"), method("get_item", "A", "B")],
+        ));
+        assert!(code.contains(
+            "::core::compile_error!(\"pajamax-build: two methods of clash.Clash map to the Rust name `get_item`\");"
+        ));
+        assert!(code.contains("map to the Rust name `GetItem`"));
+    }
+
+    #[test]
+    fn modes_pick_named_services_first() {
+        let mut modes = Modes::default();
+        assert_eq!(modes.mode_of("a.A"), ServiceMode::Local);
+        modes.dispatch.insert("a.A".to_owned());
+        assert_eq!(modes.mode_of("a.A"), ServiceMode::Dispatch);
+        assert_eq!(modes.mode_of("a.B"), ServiceMode::Local);
+        modes.default = ServiceMode::Dispatch;
+        modes.local.insert("a.B".to_owned());
+        assert_eq!(modes.mode_of("a.B"), ServiceMode::Local);
+        assert_eq!(modes.mode_of("a.C"), ServiceMode::Dispatch);
+    }
+
+    #[test]
+    fn the_generator_follows_the_modes() {
+        use prost_build::ServiceGenerator;
+        let mut modes = Modes::default();
+        modes.dispatch.insert("dict_store.DictStore".to_owned());
+        let mut generator = PajamaxGenerator::new(modes);
+        let mut buf = String::new();
+        generator.generate(dict_store(), &mut buf);
+        generator.generate(
+            service("helloworld", "Greeter", vec![method("SayHello", "A", "B")]),
+            &mut buf,
+        );
+        assert!(buf.contains("pub trait DictStoreShard {"));
+        assert!(buf.contains("pub trait Greeter: Send + Sync + 'static {"));
+        assert!(!buf.contains("GreeterShard"));
     }
 
     #[test]

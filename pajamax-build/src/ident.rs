@@ -1,6 +1,6 @@
 //! Rust identifiers for proto names.
 
-use heck::ToSnakeCase;
+use heck::{ToSnakeCase, ToUpperCamelCase};
 
 /// The `snake_case` form of a proto name, before any keyword escaping:
 /// `SayHello` gives `say_hello`, `HTTPGet` gives `http_get`.
@@ -38,6 +38,12 @@ pub(crate) fn method_name(proto_name: &str) -> String {
 /// keywords, so it is never escaped.
 pub(crate) fn context_method_name(proto_name: &str) -> String {
     format!("{}_with_context", snake_case(proto_name))
+}
+
+/// The enum variant for a proto method in dispatch mode: `SayHello` stays
+/// `SayHello`, `get_item` gives `GetItem`, `Self` gives `Self_`.
+pub(crate) fn variant_name(proto_name: &str) -> String {
+    sanitize(&proto_name.to_upper_camel_case())
 }
 
 /// The module holding a service's server code: `Greeter` gives
@@ -86,6 +92,14 @@ mod tests {
         assert_eq!(context_method_name("SayHello"), "say_hello_with_context");
         assert_eq!(context_method_name("Type"), "type_with_context");
         assert_eq!(context_method_name("Self"), "self_with_context");
+    }
+
+    #[test]
+    fn variants_are_upper_camel_case() {
+        assert_eq!(variant_name("Get"), "Get");
+        assert_eq!(variant_name("ListShard"), "ListShard");
+        assert_eq!(variant_name("get_item"), "GetItem");
+        assert_eq!(variant_name("Self"), "Self_");
     }
 
     #[test]

@@ -41,13 +41,54 @@
 //! escaped as prost escapes field names (`Type` becomes `r#type`).
 //! `google.protobuf.Empty` is `()`, as in prost. Streaming rpcs have no
 //! handler yet: their routes exist and answer `UNIMPLEMENTED`.
+//!
+//! # Dispatch mode
+//!
+//! The code above runs every handler on the worker thread that read the
+//! request (local mode, the default). A service can instead be generated in
+//! dispatch mode, where the worker decodes the request and sends it to a
+//! thread the application owns, which answers it later. Each such thread
+//! owns a shard of the state, so handlers take `&mut self` and need no lock.
+//!
+//! ```no_run
+//! // build.rs
+//! fn main() -> std::io::Result<()> {
+//!     pajamax_build::configure()
+//!         .dispatch_services(["dict_store.DictStore"])
+//!         .compile(&["proto/dict_store.proto"], &["proto"])
+//! }
+//! ```
+//!
+//! For `service DictStore { rpc Get (Key) returns (Value); ... }` in
+//! `package dict_store;`, the `dict_store_server` module then holds, beside
+//! `SERVICE_NAME` and `METHODS`:
+//!
+//! - `enum DictStoreRequest { Get(super::Key), ... }`, the decoded request,
+//!   one variant per unary rpc, named as the rpc is.
+//! - `struct DictStoreCall`, a request (`pub request`) with where its answer
+//!   goes; `call.handle(&mut shard)` runs the matching handler and answers
+//!   with its result, `call.trailers_mut()` adds trailers to the answer.
+//! - `trait DictStoreShard`, the handlers: `fn get(&mut self, request:
+//!   super::Key) -> Result<super::Value, pajamax::Status>`, each answering
+//!   `UNIMPLEMENTED` unless overridden.
+//! - `trait DictStoreDispatch`, with `fn dispatch_to(&self, request:
+//!   &DictStoreRequest) -> &pajamax::dispatch::Sender<DictStoreCall>`: the
+//!   application's choice of thread for each call.
+//! - `DictStoreServer<D: DictStoreDispatch>`, built with `new` or
+//!   `from_arc`, which implements `pajamax::Service`. A call whose queue is
+//!   full is answered `RESOURCE_EXHAUSTED`, one whose thread has stopped
+//!   `UNAVAILABLE`.
+//!
+//! See [`Builder::dispatch_services`], [`Builder::dispatch_all`] and
+//! [`Builder::local_services`] for choosing the mode of each service.
 
 #![forbid(unsafe_code)]
 
 mod generator;
 mod ident;
 
-use generator::{PajamaxGenerator, ServiceMode};
+use generator::{Modes, PajamaxGenerator, ServiceMode};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -101,7 +142,7 @@ pub fn configure() -> Builder {
         config: None,
         out_dir: None,
         emit_rerun_if_changed: true,
-        mode: ServiceMode::default(),
+        modes: Modes::default(),
     }
 }
 
@@ -124,9 +165,8 @@ pub struct Builder {
     config: Option<prost_build::Config>,
     out_dir: Option<PathBuf>,
     emit_rerun_if_changed: bool,
-    /// How the generated services serve calls; room for a mode that sends
-    /// calls to other threads.
-    mode: ServiceMode,
+    /// How each generated service serves its calls.
+    modes: Modes,
 }
 
 impl fmt::Debug for Builder {
@@ -135,7 +175,7 @@ impl fmt::Debug for Builder {
             .field("config", &self.config)
             .field("out_dir", &self.out_dir)
             .field("emit_rerun_if_changed", &self.emit_rerun_if_changed)
-            .field("mode", &self.mode)
+            .field("modes", &self.modes)
             .finish()
     }
 }
@@ -193,6 +233,71 @@ impl Builder {
         self
     }
 
+    /// Generates the named services in dispatch mode: their calls are sent to
+    /// threads the application owns (see the [crate docs](crate#dispatch-mode)).
+    ///
+    /// Names are fully qualified, as in `package.Service`; a name may start
+    /// with a `.`. Calls add to the names given before.
+    ///
+    /// ```no_run
+    /// pajamax_build::configure()
+    ///     .dispatch_services(["dict_store.DictStore"])
+    ///     .compile(&["proto/dict_store.proto"], &["proto"])?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Builder::compile`] fails when a named service is in none of the
+    /// compiled protos, or is named here and in [`Builder::local_services`]
+    /// too.
+    pub fn dispatch_services<I, S>(mut self, services: I) -> Builder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.modes.dispatch.extend(service_names(services));
+        self
+    }
+
+    /// Generates the named services in local mode, where handlers run on the
+    /// worker thread that read the request. That is the default; this is for
+    /// exceptions to [`Builder::dispatch_all`].
+    ///
+    /// ```no_run
+    /// pajamax_build::configure()
+    ///     .dispatch_all()
+    ///     .local_services(["grpc.health.v1.Health"])
+    ///     .compile(&["proto/store.proto", "proto/health.proto"], &["proto"])?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for [`Builder::dispatch_services`].
+    pub fn local_services<I, S>(mut self, services: I) -> Builder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.modes.local.extend(service_names(services));
+        self
+    }
+
+    /// Generates every service in dispatch mode, except those named in
+    /// [`Builder::local_services`].
+    ///
+    /// ```no_run
+    /// pajamax_build::configure()
+    ///     .dispatch_all()
+    ///     .compile(&["proto/dict_store.proto"], &["proto"])?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn dispatch_all(mut self) -> Builder {
+        self.modes.default = ServiceMode::Dispatch;
+        self
+    }
+
     /// Compiles `protos`, looking imports up in `includes`, and writes one
     /// `<package>.rs` file per proto package.
     ///
@@ -207,7 +312,10 @@ impl Builder {
     /// names the file and, where known, the line and column), or when the
     /// output cannot be written. A missing proto or import gives
     /// [`io::ErrorKind::NotFound`], a malformed one
-    /// [`io::ErrorKind::InvalidInput`].
+    /// [`io::ErrorKind::InvalidInput`]. A service named in
+    /// [`Builder::dispatch_services`] or [`Builder::local_services`] that no
+    /// proto defines, or that is named in both, gives
+    /// [`io::ErrorKind::InvalidInput`] too, naming it.
     ///
     /// ```no_run
     /// pajamax_build::configure().compile(&["helloworld.proto"], &["proto"])?;
@@ -232,14 +340,75 @@ impl Builder {
             }
         }
         let descriptors = compiler.file_descriptor_set();
+        let defined: BTreeSet<String> = descriptors
+            .file
+            .iter()
+            .flat_map(|file| {
+                let package = file.package();
+                file.service.iter().map(move |service| {
+                    if package.is_empty() {
+                        service.name().to_owned()
+                    } else {
+                        format!("{package}.{}", service.name())
+                    }
+                })
+            })
+            .collect();
+        check_modes(&self.modes, &defined)?;
 
         let mut config = self.config.unwrap_or_default();
         if let Some(dir) = self.out_dir {
             config.out_dir(dir);
         }
-        config.service_generator(Box::new(PajamaxGenerator::new(self.mode)));
+        config.service_generator(Box::new(PajamaxGenerator::new(self.modes)));
         config.compile_fds(descriptors)
     }
+}
+
+/// Service names as given to the builder, without a leading `.`.
+fn service_names<I, S>(services: I) -> impl Iterator<Item = String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    services.into_iter().map(|name| {
+        let name = name.as_ref();
+        name.strip_prefix('.').unwrap_or(name).to_owned()
+    })
+}
+
+/// Checks that every service named for a mode is `defined`, and is named for
+/// one mode only.
+fn check_modes(modes: &Modes, defined: &BTreeSet<String>) -> io::Result<()> {
+    if let Some(name) = modes.dispatch.intersection(&modes.local).next() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("service `{name}` is named for both dispatch and local mode"),
+        ));
+    }
+    for (name, mode) in modes
+        .dispatch
+        .iter()
+        .map(|name| (name, "dispatch_services"))
+        .chain(modes.local.iter().map(|name| (name, "local_services")))
+    {
+        if !defined.contains(name) {
+            let known: Vec<&str> = defined.iter().map(String::as_str).collect();
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "service `{name}` given to {mode} is not defined in the compiled protos \
+                     (they define: {})",
+                    if known.is_empty() {
+                        "no service".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Turns a protox error into an `io::Error` whose message says where and
@@ -448,6 +617,127 @@ message Item { common.Id id = 1; }
             "{code}"
         );
         assert!(code.contains("fn r#type("), "{code}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    const DICT_STORE: &str = r#"
+syntax = "proto3";
+package dict_store;
+service DictStore {
+  rpc Get (Key) returns (Value);
+}
+message Key { string key = 1; }
+message Value { double value = 1; }
+"#;
+
+    fn compile_with(dir: &Path, builder: Builder, protos: &[&str]) -> io::Result<String> {
+        builder
+            .out_dir(dir.join("out"))
+            .emit_rerun_if_changed(false)
+            .compile(protos, &[dir])?;
+        let mut code = String::new();
+        for entry in fs::read_dir(dir.join("out")).unwrap() {
+            code.push_str(&fs::read_to_string(entry.unwrap().path()).unwrap());
+        }
+        syn::parse_file(&code).unwrap();
+        Ok(code)
+    }
+
+    #[test]
+    fn named_services_are_generated_in_dispatch_mode() {
+        let dir = scratch(&[
+            ("dict_store.proto", DICT_STORE),
+            ("helloworld.proto", GREETER),
+        ]);
+        let protos = ["dict_store.proto", "helloworld.proto"];
+        let code = compile_with(
+            &dir,
+            configure().dispatch_services(["dict_store.DictStore"]),
+            &protos,
+        )
+        .unwrap();
+        assert!(code.contains("pub trait DictStoreShard {"), "{code}");
+        assert!(code.contains("pub trait DictStoreDispatch: Send + Sync + 'static {"));
+        assert!(code.contains("pub trait Greeter: Send + Sync + 'static {"));
+        assert!(!code.contains("pub trait DictStore:"));
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn dispatch_all_with_local_exceptions() {
+        let dir = scratch(&[
+            ("dict_store.proto", DICT_STORE),
+            ("helloworld.proto", GREETER),
+        ]);
+        let protos = ["dict_store.proto", "helloworld.proto"];
+        let code = compile_with(&dir, configure().dispatch_all(), &protos).unwrap();
+        assert!(code.contains("pub trait DictStoreShard {"));
+        assert!(code.contains("pub trait GreeterShard {"));
+
+        // A leading dot is allowed, as in proto type references.
+        let code = compile_with(
+            &dir,
+            configure()
+                .dispatch_all()
+                .local_services([".helloworld.Greeter"]),
+            &protos,
+        )
+        .unwrap();
+        assert!(code.contains("pub trait DictStoreShard {"));
+        assert!(code.contains("pub trait Greeter: Send + Sync + 'static {"));
+        assert!(!code.contains("GreeterShard"));
+
+        // Local is the default.
+        let code = compile_with(&dir, configure(), &protos).unwrap();
+        assert!(!code.contains("Shard {"));
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_unknown_named_service_is_an_error_naming_it() {
+        let dir = scratch(&[("dict_store.proto", DICT_STORE)]);
+        let err = compile_with(
+            &dir,
+            configure().dispatch_services(["dict_store.DictStor"]),
+            &["dict_store.proto"],
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let message = err.to_string();
+        assert!(message.contains("`dict_store.DictStor`"), "{message}");
+        assert!(message.contains("dispatch_services"), "{message}");
+        assert!(message.contains("dict_store.DictStore"), "{message}");
+
+        let err = compile_with(
+            &dir,
+            configure().local_services(["DictStore"]),
+            &["dict_store.proto"],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`DictStore` given to local_services"),
+            "{err}"
+        );
+        // Nothing was written.
+        assert_eq!(fs::read_dir(dir.join("out")).unwrap().count(), 0);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_service_named_for_both_modes_is_an_error() {
+        let dir = scratch(&[("dict_store.proto", DICT_STORE)]);
+        let err = compile_with(
+            &dir,
+            configure()
+                .dispatch_services(["dict_store.DictStore"])
+                .local_services(["dict_store.DictStore"]),
+            &["dict_store.proto"],
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("`dict_store.DictStore`"), "{err}");
+        assert!(err.to_string().contains("both"), "{err}");
         fs::remove_dir_all(dir).unwrap();
     }
 

@@ -1,0 +1,208 @@
+//! A connection's whole request path without sockets: the bytes of many
+//! grpc-go `SayHello` calls in one buffer, through
+//! [`GrpcConnection::recv`] (HTTP/2 framing, HPACK, routing, decode, the
+//! echo handler, encode, answer framing) to the answers in the output
+//! buffer.
+//!
+//! The requests are what grpc-go (as used by ghz) sends on a connection: a
+//! HEADERS frame whose block holds `:method`, `:scheme`, `:path`,
+//! `:authority`, `content-type`, `user-agent`, `te`, `grpc-accept-encoding`
+//! and a `grpc-timeout` that differs on every call (the time left of ghz's
+//! 20 s default deadline), HPACK-encoded as Go's encoder does (all fields
+//! indexed once seen, so the timeout is a literal with an indexed name that
+//! enters the table every time), then one DATA frame with the message and
+//! END_STREAM.
+
+use crate::complex_proto::{payload, EchoGreeter};
+use pajamax::grpc::connection::{GrpcConfig, GrpcConnection};
+use pajamax::grpc::router::Router;
+use pajamax::h2::frame::{self, flag, kind, setting};
+use pajamax::h2::hpack::{Encoder, Indexing};
+use prost::Message;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The method's path.
+pub const PATH: &[u8] = b"/helloworld.Greeter/SayHello";
+
+/// The bytes of one client connection: the handshake, then the requests.
+pub struct ClientBytes {
+    /// Preface, SETTINGS, the connection window update and the ACK of the
+    /// server's SETTINGS.
+    pub handshake: Vec<u8>,
+    /// `n` requests on streams 1, 3, 5...
+    pub requests: Vec<u8>,
+    /// How many requests `requests` holds.
+    pub count: usize,
+}
+
+/// The client side of a connection to `count` complex_proto calls.
+pub fn client_bytes(count: usize) -> ClientBytes {
+    let mut handshake = frame::PREFACE.to_vec();
+    // grpc-go's SETTINGS (no push, 4 MiB window, 16 KiB header list),
+    // then its connection window update.
+    frame::write_settings(
+        &mut handshake,
+        &[
+            (setting::ENABLE_PUSH, 0),
+            (setting::INITIAL_WINDOW_SIZE, 4 << 20),
+            (setting::MAX_HEADER_LIST_SIZE, 16 << 20),
+        ],
+    );
+    frame::write_window_update(&mut handshake, 0, (4 << 20) - 65_535);
+    frame::write_settings_ack(&mut handshake);
+
+    let mut message = vec![0; 5];
+    payload().encode(&mut message).expect("a Vec grows");
+    let len = (message.len() - 5) as u32;
+    message[1..5].copy_from_slice(&len.to_be_bytes());
+
+    let mut encoder = Encoder::new();
+    let mut block = Vec::with_capacity(128);
+    let mut requests = Vec::with_capacity(count * 160);
+    for i in 0..count {
+        let stream = 2 * i as u32 + 1;
+        // The deadline's remaining time in microseconds, as grpc-go sends it.
+        let timeout = format!("{}u", 19_999_000 - (i * 7_919) % 900_000);
+        block.clear();
+        encoder.begin_block(&mut block);
+        for (name, value) in [
+            (&b":method"[..], &b"POST"[..]),
+            (b":scheme", b"http"),
+            (b":path", PATH),
+            (b":authority", b"127.0.0.1:50051"),
+            (b"content-type", b"application/grpc"),
+            (b"user-agent", b"grpc-go/1.61.0"),
+            (b"te", b"trailers"),
+            (b"grpc-accept-encoding", b"gzip"),
+            (b"grpc-timeout", timeout.as_bytes()),
+        ] {
+            encoder.encode(name, value, Indexing::Incremental, &mut block);
+        }
+        frame::write_header(
+            &mut requests,
+            block.len(),
+            kind::HEADERS,
+            flag::END_HEADERS,
+            stream,
+        );
+        requests.extend_from_slice(&block);
+        frame::write_header(
+            &mut requests,
+            message.len(),
+            kind::DATA,
+            flag::END_STREAM,
+            stream,
+        );
+        requests.extend_from_slice(&message);
+    }
+    ClientBytes {
+        handshake,
+        requests,
+        count,
+    }
+}
+
+/// A router serving [`EchoGreeter`].
+pub fn router() -> Arc<Router> {
+    let mut router = Router::new();
+    router.add(Arc::new(EchoGreeter));
+    Arc::new(router)
+}
+
+/// A new server connection that has taken `handshake` and whose first
+/// answers (SETTINGS and their ACK) are written out.
+pub fn connection(router: &Arc<Router>, handshake: &[u8]) -> GrpcConnection {
+    let mut conn = GrpcConnection::new(router.clone(), &GrpcConfig::default(), None);
+    let answers = serve(&mut conn, handshake, Instant::now());
+    debug_assert!(answers > 0);
+    conn
+}
+
+/// Gives `input` to the connection until all of it is used, writing the
+/// answers out (dropping them) after each pass as a worker writes them to
+/// its socket; returns how many bytes of answers there were.
+#[inline(never)]
+pub fn serve(conn: &mut GrpcConnection, input: &[u8], now: Instant) -> usize {
+    let mut pos = 0;
+    let mut written = 0;
+    while pos < input.len() {
+        let used = conn.recv(&input[pos..], now);
+        let out = conn.output().len();
+        written += out;
+        conn.advance_output(out);
+        assert!(used > 0, "the connection stopped reading its input");
+        pos += used;
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pajamax::h2::frame::FrameHeader;
+    use pajamax::h2::hpack::Decoder;
+
+    /// The answers' frames: (kind, flags, stream, payload).
+    fn frames(mut bytes: &[u8]) -> Vec<(u8, u8, u32, &[u8])> {
+        let mut out = Vec::new();
+        while let Some(header) = FrameHeader::parse(bytes) {
+            let end = frame::HEADER_LEN + header.len as usize;
+            out.push((
+                header.kind,
+                header.flags,
+                header.stream,
+                &bytes[frame::HEADER_LEN..end],
+            ));
+            bytes = &bytes[end..];
+        }
+        assert!(bytes.is_empty());
+        out
+    }
+
+    #[test]
+    fn every_request_is_answered_with_the_echo_and_status_0() {
+        let client = client_bytes(50);
+        let mut conn = GrpcConnection::new(router(), &GrpcConfig::default(), None);
+        let mut input = client.handshake.clone();
+        input.extend_from_slice(&client.requests);
+        assert_eq!(conn.recv(&input, Instant::now()), input.len());
+
+        let mut message = vec![0, 0, 0, 0, payload().encoded_len() as u8];
+        payload().encode(&mut message).unwrap();
+        let mut decoder = Decoder::new(4096);
+        let (mut echoes, mut ok) = (0, 0);
+        for (kind, flags, stream, body) in frames(conn.output()) {
+            match kind {
+                kind::DATA if stream != 0 => {
+                    assert_eq!(body, message);
+                    echoes += 1;
+                }
+                kind::HEADERS => {
+                    let mut fields = Vec::new();
+                    decoder
+                        .decode(body, |n, v| fields.push((n.to_vec(), v.to_vec())))
+                        .unwrap();
+                    if flags & flag::END_STREAM != 0 {
+                        assert_eq!(fields, [(b"grpc-status".to_vec(), b"0".to_vec())]);
+                        ok += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!((echoes, ok), (50, 50));
+        assert!(conn.is_idle());
+    }
+
+    #[test]
+    fn serve_takes_all_input_in_passes() {
+        let client = client_bytes(1000);
+        let router = router();
+        let mut conn = connection(&router, &client.handshake);
+        let written = serve(&mut conn, &client.requests, Instant::now());
+        // The answers to 1000 calls: headers, message and trailers each.
+        assert!(written > 1000 * (5 + payload().encoded_len()));
+        assert!(conn.is_idle());
+    }
+}

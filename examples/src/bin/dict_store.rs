@@ -1,0 +1,52 @@
+//! Serves the `dict_store.DictStore` service in dispatch mode: the entries
+//! are split over shards, each owned by a backend thread.
+//!
+//! Usage: `dict_store [ADDRESS]`, where the address defaults to
+//! `127.0.0.1:50051`. Settings from the environment:
+//!
+//! - `DICT_STORE_SHARDS`: the number of shards, hence of backend threads
+//!   (default 4).
+//! - `DICT_STORE_QUEUE_SIZE`: how many calls each backend's queue holds
+//!   before further calls are answered `RESOURCE_EXHAUSTED` (default
+//!   `pajamax::dispatch::DEFAULT_QUEUE_SIZE`, 1024).
+
+use pajamax_examples::dict_store::dict_store_server::DictStoreServer;
+use pajamax_examples::dict_store::spawn_backends;
+use std::io;
+
+/// The number of shards when `DICT_STORE_SHARDS` is not set.
+const DEFAULT_SHARDS: usize = 4;
+
+/// The positive number the environment variable `name` holds, or `default`
+/// when it is not set.
+fn env_count(name: &str, default: usize) -> io::Result<usize> {
+    match std::env::var(name) {
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Ok(text) => match text.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{name} must be a positive number, not {text:?}"),
+            )),
+        },
+        Err(err) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name}: {err}"),
+        )),
+    }
+}
+
+fn main() -> io::Result<()> {
+    let addr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:50051".to_owned());
+    let shards = env_count("DICT_STORE_SHARDS", DEFAULT_SHARDS)?;
+    let queue_size = env_count(
+        "DICT_STORE_QUEUE_SIZE",
+        pajamax::dispatch::DEFAULT_QUEUE_SIZE,
+    )?;
+    let (router, _backends) = spawn_backends(shards, queue_size);
+    pajamax::Server::builder()
+        .add_service(DictStoreServer::new(router))
+        .serve(addr.as_str())
+}

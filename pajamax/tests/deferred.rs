@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{call, connect, start, stop, text, ProbeRequest};
+use common::{assert_status, call, connect, echo_works, start, stop, text, ProbeRequest};
 use std::time::{Duration, Instant};
 use tonic::Code;
 
@@ -42,14 +42,7 @@ async fn the_worker_serves_others_while_answers_are_pending() {
         .collect();
     // While 200 answers wait on other threads, inline calls go through.
     let started = Instant::now();
-    assert_eq!(
-        call(channel.clone(), "Echo", text("fast"))
-            .await
-            .unwrap()
-            .get_ref()
-            .text,
-        "fast"
-    );
+    echo_works(channel.clone(), "fast").await;
     assert!(started.elapsed() < Duration::from_millis(250));
     for (i, task) in slow.into_iter().enumerate() {
         assert_eq!(task.await.unwrap().unwrap().get_ref().text, format!("d{i}"));
@@ -68,20 +61,8 @@ async fn dropped_responder_is_an_error_not_a_hang() {
     .await
     .expect("answered, not hung")
     .unwrap_err();
-    assert_eq!(status.code(), Code::Internal);
-    assert!(
-        status.message().contains("dropped its responder"),
-        "{}",
-        status.message()
-    );
-    assert_eq!(
-        call(channel, "Echo", text("ok"))
-            .await
-            .unwrap()
-            .get_ref()
-            .text,
-        "ok"
-    );
+    assert_status(&status, Code::Internal, "dropped its responder");
+    echo_works(channel, "ok").await;
     stop(server).await;
 }
 
@@ -99,14 +80,7 @@ async fn answer_after_the_client_reset_is_dropped() {
     );
     tokio::time::sleep(Duration::from_millis(400)).await;
     // The late answer went nowhere; the connection is healthy.
-    assert_eq!(
-        call(channel, "Echo", text("after"))
-            .await
-            .unwrap()
-            .get_ref()
-            .text,
-        "after"
-    );
+    echo_works(channel, "after").await;
     assert_eq!(server.stats().connection_errors, 0);
     stop(server).await;
 }

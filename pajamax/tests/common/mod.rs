@@ -167,6 +167,22 @@ pub fn text(text: &str) -> tonic::Request<ProbeRequest> {
     })
 }
 
+/// Asserts a call failed with `code` and a message containing `text`.
+pub fn assert_status(status: &tonic::Status, code: tonic::Code, text: &str) {
+    assert_eq!(status.code(), code, "{status:?}");
+    assert!(
+        status.message().contains(text),
+        "{:?} lacks {text:?}",
+        status.message()
+    );
+}
+
+/// Asserts that an echo call on `channel` still goes through.
+pub async fn echo_works(channel: Channel, text_sent: &str) {
+    let reply = call(channel, "Echo", text(text_sent)).await.unwrap();
+    assert_eq!(reply.get_ref().text, text_sent);
+}
+
 /// Shuts the server down off the async runtime, so the client can answer
 /// the server's shutdown PING meanwhile.
 pub async fn stop(server: pajamax::ServerHandle) {

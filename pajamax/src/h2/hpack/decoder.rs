@@ -284,6 +284,7 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::super::hex;
+    use super::super::rfc_vectors::{REQ1, REQ2, REQ3, RESP1, RESP2, RESP3};
     use super::*;
 
     type Fields = Vec<(Vec<u8>, Vec<u8>)>;
@@ -355,26 +356,6 @@ mod tests {
         check(&mut d, "82", &[(":method", "GET")], &[], 0);
     }
 
-    const REQ1: [(&str, &str); 4] = [
-        (":method", "GET"),
-        (":scheme", "http"),
-        (":path", "/"),
-        (":authority", "www.example.com"),
-    ];
-    const REQ2: [(&str, &str); 5] = [
-        (":method", "GET"),
-        (":scheme", "http"),
-        (":path", "/"),
-        (":authority", "www.example.com"),
-        ("cache-control", "no-cache"),
-    ];
-    const REQ3: [(&str, &str); 5] = [
-        (":method", "GET"),
-        (":scheme", "https"),
-        (":path", "/index.html"),
-        (":authority", "www.example.com"),
-        ("custom-key", "custom-value"),
-    ];
     const REQ_TABLE1: [(&str, &str); 1] = [(":authority", "www.example.com")];
     const REQ_TABLE2: [(&str, &str); 2] = [
         ("cache-control", "no-cache"),
@@ -438,29 +419,6 @@ mod tests {
         );
     }
 
-    const RESP1: [(&str, &str); 4] = [
-        (":status", "302"),
-        ("cache-control", "private"),
-        ("date", "Mon, 21 Oct 2013 20:13:21 GMT"),
-        ("location", "https://www.example.com"),
-    ];
-    const RESP2: [(&str, &str); 4] = [
-        (":status", "307"),
-        ("cache-control", "private"),
-        ("date", "Mon, 21 Oct 2013 20:13:21 GMT"),
-        ("location", "https://www.example.com"),
-    ];
-    const RESP3: [(&str, &str); 6] = [
-        (":status", "200"),
-        ("cache-control", "private"),
-        ("date", "Mon, 21 Oct 2013 20:13:22 GMT"),
-        ("location", "https://www.example.com"),
-        ("content-encoding", "gzip"),
-        (
-            "set-cookie",
-            "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1",
-        ),
-    ];
     const RESP_TABLE1: [(&str, &str); 4] = [
         ("location", "https://www.example.com"),
         ("date", "Mon, 21 Oct 2013 20:13:21 GMT"),

@@ -178,6 +178,7 @@ impl Encoder {
 
 #[cfg(test)]
 mod tests {
+    use super::super::rfc_vectors::{REQ1, REQ2, REQ3, RESP1, RESP2, RESP3};
     use super::super::{hex, Decoder};
     use super::*;
 
@@ -213,27 +214,6 @@ mod tests {
         assert_eq!(decode(d, &b), fields(list));
         assert_eq!(e.table_contents(), d.table_contents());
     }
-
-    const REQ1: [(&str, &str); 4] = [
-        (":method", "GET"),
-        (":scheme", "http"),
-        (":path", "/"),
-        (":authority", "www.example.com"),
-    ];
-    const REQ2: [(&str, &str); 5] = [
-        (":method", "GET"),
-        (":scheme", "http"),
-        (":path", "/"),
-        (":authority", "www.example.com"),
-        ("cache-control", "no-cache"),
-    ];
-    const REQ3: [(&str, &str); 5] = [
-        (":method", "GET"),
-        (":scheme", "https"),
-        (":path", "/index.html"),
-        (":authority", "www.example.com"),
-        ("custom-key", "custom-value"),
-    ];
 
     #[test]
     fn c3_requests_without_huffman() {
@@ -274,30 +254,6 @@ mod tests {
         );
         assert_eq!(e.table_contents().1, 164);
     }
-
-    const RESP1: [(&str, &str); 4] = [
-        (":status", "302"),
-        ("cache-control", "private"),
-        ("date", "Mon, 21 Oct 2013 20:13:21 GMT"),
-        ("location", "https://www.example.com"),
-    ];
-    const RESP2: [(&str, &str); 4] = [
-        (":status", "307"),
-        ("cache-control", "private"),
-        ("date", "Mon, 21 Oct 2013 20:13:21 GMT"),
-        ("location", "https://www.example.com"),
-    ];
-    const RESP3: [(&str, &str); 6] = [
-        (":status", "200"),
-        ("cache-control", "private"),
-        ("date", "Mon, 21 Oct 2013 20:13:22 GMT"),
-        ("location", "https://www.example.com"),
-        ("content-encoding", "gzip"),
-        (
-            "set-cookie",
-            "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1",
-        ),
-    ];
 
     /// An encoder/decoder pair already at the RFC's table size of 256 (the
     /// examples start without a size update, as if it was always 256).

@@ -24,6 +24,8 @@ mod integer;
 mod table;
 
 #[cfg(test)]
+mod rfc_vectors;
+#[cfg(test)]
 mod tests;
 
 pub use decoder::{DecodeError, Decoder};

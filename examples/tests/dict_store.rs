@@ -1,6 +1,9 @@
 //! The dict_store example in dispatch mode, through a tonic client: every
 //! operation, many clients at once, and what full or stopped backends answer.
 
+mod common;
+
+use common::{connect, unary, KillOnDrop};
 use pajamax::dispatch;
 use pajamax_examples::dict_store::dict_store_server::{DictStoreCall, DictStoreServer};
 use pajamax_examples::dict_store::{
@@ -8,30 +11,12 @@ use pajamax_examples::dict_store::{
     Value,
 };
 use std::collections::BTreeMap;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::task::JoinSet;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::Code;
-
-async fn unary<Req, Reply>(
-    channel: Channel,
-    path: &'static str,
-    request: Req,
-) -> Result<Reply, tonic::Status>
-where
-    Req: prost::Message + Send + Sync + 'static,
-    Reply: prost::Message + Default + Send + Sync + 'static,
-{
-    let mut client = tonic::client::Grpc::new(channel);
-    client.ready().await.expect("ready");
-    let codec = tonic_prost::ProstCodec::<Req, Reply>::default();
-    let response = client
-        .unary(tonic::Request::new(request), path.parse().unwrap(), codec)
-        .await?;
-    Ok(response.into_inner())
-}
 
 async fn get(channel: &Channel, key: &str) -> Result<f64, tonic::Status> {
     let key = Key { key: key.into() };
@@ -57,23 +42,6 @@ async fn delete(channel: &Channel, key: &str) -> Result<f64, tonic::Status> {
 async fn list_shard(channel: &Channel, shard: u32) -> Result<ListShardReply, tonic::Status> {
     let request = ListShardRequest { shard };
     unary(channel.clone(), "/dict_store.DictStore/ListShard", request).await
-}
-
-async fn connect(addr: &str) -> Channel {
-    let started = Instant::now();
-    loop {
-        match Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-        {
-            Ok(channel) => return channel,
-            Err(_) if started.elapsed() < Duration::from_secs(20) => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(err) => panic!("server at {addr} did not come up: {err}"),
-        }
-    }
 }
 
 /// A dict store server on a free port, with its backend threads.
@@ -415,15 +383,6 @@ async fn a_stopped_backend_answers_unavailable() {
     drop(router);
     shutdown(server).await;
     assert_eq!(backend.join().unwrap().len(), 1);
-}
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[tokio::test]

@@ -1,59 +1,15 @@
 //! The example servers answer a tonic client: the `helloworld` binary as a
 //! user starts it, and several services from several packages in one server.
 
+mod common;
+
+use common::{connect, unary, KillOnDrop};
 use pajamax_examples::echo::echo_server::EchoServer;
 use pajamax_examples::echo::EchoMessage;
 use pajamax_examples::helloworld::greeter_server::GreeterServer;
 use pajamax_examples::helloworld::{HelloReply, HelloRequest};
 use pajamax_examples::{EchoService, GreeterService};
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
-use tonic::transport::{Channel, Endpoint};
-
-async fn unary<Req, Reply>(
-    channel: Channel,
-    path: &'static str,
-    request: Req,
-) -> Result<Reply, tonic::Status>
-where
-    Req: prost::Message + Send + Sync + 'static,
-    Reply: prost::Message + Default + Send + Sync + 'static,
-{
-    let mut client = tonic::client::Grpc::new(channel);
-    client.ready().await.expect("ready");
-    let codec = tonic_prost::ProstCodec::<Req, Reply>::default();
-    let response = client
-        .unary(tonic::Request::new(request), path.parse().unwrap(), codec)
-        .await?;
-    Ok(response.into_inner())
-}
-
-async fn connect_with_retry(addr: &str) -> Channel {
-    let started = Instant::now();
-    loop {
-        match Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-        {
-            Ok(channel) => return channel,
-            Err(err) if started.elapsed() < Duration::from_secs(20) => {
-                let _ = err;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(err) => panic!("server at {addr} did not come up: {err}"),
-        }
-    }
-}
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::Command;
 
 #[tokio::test]
 async fn helloworld_binary_greets() {
@@ -69,7 +25,7 @@ async fn helloworld_binary_greets() {
             .spawn()
             .expect("start helloworld"),
     );
-    let channel = connect_with_retry(&addr).await;
+    let channel = connect(&addr).await;
     let reply: HelloReply = unary(
         channel,
         "/helloworld.Greeter/SayHello",
@@ -91,7 +47,7 @@ async fn services_from_two_packages_share_a_server() {
         .add_service(EchoServer::new(EchoService))
         .bind("127.0.0.1:0")
         .unwrap();
-    let channel = connect_with_retry(&server.local_addr().to_string()).await;
+    let channel = connect(&server.local_addr().to_string()).await;
     let reply: HelloReply = unary(
         channel.clone(),
         "/helloworld.Greeter/SayHello",

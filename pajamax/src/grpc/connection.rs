@@ -478,6 +478,10 @@ fn check_buffered(buf: &[u8], max_message: usize) -> Option<Status> {
 }
 
 fn unimplemented_status(router: &Router, path: &[u8]) -> Status {
+    // The path is the peer's: echo at most a short prefix of it, so a long
+    // path (cheap to resend through the HPACK table) is not amplified.
+    const ECHOED: usize = 128;
+    let path = &path[..path.len().min(ECHOED)];
     let text = String::from_utf8_lossy(path);
     let service = path
         .strip_prefix(b"/")
@@ -490,5 +494,21 @@ fn unimplemented_status(router: &Router, path: &[u8]) -> Status {
             "unknown service {}",
             String::from_utf8_lossy(service)
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_paths_are_echoed_short() {
+        let router = Router::new();
+        let long = format!("/{}/Method", "s".repeat(4000));
+        let status = unimplemented_status(&router, long.as_bytes());
+        assert_eq!(status.code(), Code::Unimplemented);
+        assert!(status.message().len() < 160, "{}", status.message().len());
+        let status = unimplemented_status(&router, b"/pkg.Svc/Do");
+        assert_eq!(status.message(), "unknown service pkg.Svc");
     }
 }

@@ -854,6 +854,9 @@ impl Connection {
         if self.drop_stream(stream) {
             events.push(Event::Reset { stream });
         }
+        // A stream reset while idle (a bad PRIORITY frame) is closed from
+        // now on: it can no longer be opened by HEADERS.
+        self.last_stream = self.last_stream.max(stream);
         self.remember_closed(stream, true);
     }
 

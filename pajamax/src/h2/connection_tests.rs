@@ -1090,3 +1090,15 @@ fn one_recv_produces_a_bounded_number_of_events() {
     );
     assert_eq!(events.len(), 10);
 }
+
+#[test]
+fn a_stream_reset_by_a_bad_priority_frame_cannot_be_opened() {
+    let mut peer = Peer::default();
+    peer.feed(&frame_bytes(kind::PRIORITY, 0, 1, &[0, 0, 0, 1, 16]));
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        Some(Reason::PROTOCOL_ERROR)
+    );
+    let bytes = peer.headers_frame(1, true);
+    expect_goaway(&mut peer, &bytes, Reason::STREAM_CLOSED);
+}

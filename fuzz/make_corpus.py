@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus under fuzz/corpus/<target>/.
+
+The seeds are hand-built valid inputs that take each target past its first
+checks: real gRPC requests, control frames, and the header blocks of
+RFC 7541 Appendix C. Run it from anywhere; it rewrites the files it owns
+and leaves other files in the corpus alone.
+"""
+
+import os
+import struct
+
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS = 0x0, 0x1, 0x2, 0x3, 0x4
+PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0x6, 0x7, 0x8, 0x9
+END_STREAM, ACK, END_HEADERS, PADDED = 0x1, 0x1, 0x4, 0x8
+
+
+def write(target, name, data):
+    folder = os.path.join(CORPUS, target)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data)
+
+
+def hexbytes(text):
+    return bytes.fromhex("".join(text.split()))
+
+
+# ----- HTTP/2 and HPACK -----
+
+
+def frame(kind, flags, stream, payload=b""):
+    head = struct.pack(">I", len(payload))[1:]
+    return head + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def settings(params=()):
+    return frame(SETTINGS, 0, 0, b"".join(struct.pack(">HI", i, v) for i, v in params))
+
+
+def integer(value, prefix, flags):
+    """An HPACK integer (RFC 7541 section 5.1)."""
+    limit = (1 << prefix) - 1
+    if value < limit:
+        return bytes([flags | value])
+    out = [flags | limit]
+    value -= limit
+    while value >= 128:
+        out.append(value % 128 + 128)
+        value //= 128
+    out.append(value)
+    return bytes(out)
+
+
+def string(text):
+    return integer(len(text), 7, 0) + text
+
+
+def literal(name, value, index=0, incremental=False):
+    """A literal field; `index` names a static table entry for the name."""
+    prefix, flags = (6, 0x40) if incremental else (4, 0x00)
+    if index:
+        return integer(index, prefix, flags) + string(value)
+    return integer(0, prefix, flags) + string(name) + string(value)
+
+
+def request_block(path, method_post=True, content_type=b"application/grpc", extra=()):
+    block = bytes([0x83 if method_post else 0x82, 0x86])  # :method, :scheme http
+    block += literal(b":path", path, index=4, incremental=True)
+    block += literal(b":authority", b"localhost", index=1, incremental=True)
+    if content_type:
+        block += literal(b"content-type", content_type, index=31, incremental=True)
+    block += literal(b"te", b"trailers")
+    for name, value in extra:
+        block += literal(name, value)
+    return block
+
+
+def grpc_message(payload):
+    return b"\x00" + struct.pack(">I", len(payload)) + payload
+
+
+def bytes_message(data):
+    """A protobuf message with `data` as field 1 (`bytes`)."""
+    return b"\x0a" + bytes([len(data)]) + data
+
+
+def connection_seed(body, control=0, reads=()):
+    """The server_connection layout: control byte, split count, read
+    lengths, client bytes."""
+    out = bytes([control, len(reads)])
+    for n in reads:
+        out += struct.pack("<H", n)
+    return out + body
+
+
+def call(stream, path, message, extra=()):
+    return frame(HEADERS, END_HEADERS, stream, request_block(path, extra=extra)) + frame(
+        DATA, END_STREAM, stream, grpc_message(message)
+    )
+
+
+def server_connection():
+    hello = PREFACE + settings()
+    echo = call(1, b"/fuzz.Echo/Echo", bytes_message(b"hello"))
+    write("server_connection", "echo_unary", connection_seed(hello + echo))
+
+    body = call(1, b"/e.E/Raw", b"raw bytes") + call(3, b"/e.E/Fail", b"\x05not found %")
+    write("server_connection", "raw_and_fail_split", connection_seed(body, 0x01, (5, 20, 7)))
+
+    block = request_block(b"/fuzz.Echo/Echo")
+    padded = bytes([3]) + grpc_message(bytes_message(b"abc")) + b"\x00" * 3
+    body = (
+        settings([(0x1, 0), (0x4, 0), (0x5, 16384), (0x3, 100)])
+        + frame(SETTINGS, ACK, 0)
+        + frame(PING, 0, 0, b"12345678")
+        + frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1 << 20))
+        + frame(PRIORITY, 0, 1, struct.pack(">IB", 0, 16))
+        + frame(HEADERS, 0, 1, block[:6])
+        + frame(CONTINUATION, END_HEADERS, 1, block[6:])
+        + frame(WINDOW_UPDATE, 0, 1, struct.pack(">I", 65535))
+        + frame(DATA, PADDED, 1, padded)
+        + frame(HEADERS, END_HEADERS | END_STREAM, 1, literal(b"x-trailer", b"1"))
+        + frame(HEADERS, END_HEADERS, 3, request_block(b"/e.E/Echo"))
+        + frame(RST_STREAM, 0, 3, struct.pack(">I", 8))
+        + frame(GOAWAY, 0, 0, struct.pack(">II", 3, 0))
+    )
+    write("server_connection", "control_frames", connection_seed(body, 0x01))
+
+    body = (
+        frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block(b"/", method_post=False, content_type=b""))
+        + call(3, b"/fuzz.Echo/Nope", b"")
+        + call(5, b"/x.Y/Z", b"")
+        + call(7, b"/e.E/Echo", b"", extra=[(b"grpc-encoding", b"gzip")])
+        + frame(HEADERS, END_HEADERS, 9, request_block(b"/e.E/Raw"))
+        + frame(DATA, 0, 9, b"\x00\x00\x00\x00\x08" + b"ab")
+        + frame(DATA, END_STREAM, 9, b"cdefgh")
+    )
+    write("server_connection", "errors_and_chunked_body", connection_seed(body, 0x01))
+
+    body = (
+        call(1, b"/e.E/Meta", b"abc", extra=[(b"x-custom", b"v"), (b"grpc-timeout", b"100m")])
+        + call(3, b"/e.E/Panic", b"")
+        + call(5, b"/e.E/Raw", b"late", extra=[(b"grpc-timeout", b"0n")])
+        + call(7, b"/e.E/Raw", b"x" * 100)
+    )
+    write("server_connection", "meta_panic_deadline_tight", connection_seed(body, 0x03))
+
+    first = call(1, b"/e.E/Raw", b"before")
+    body = first + frame(PING, ACK, 0, b"pjmx-bye") + call(3, b"/e.E/Raw", b"after")
+    write("server_connection", "graceful_shutdown", connection_seed(body, 0x09, (len(PREFACE) + 9 + len(first),)))
+
+
+def hpack_decoder():
+    def seed(control, blocks, size=None):
+        out = bytes([control])
+        if size is not None:
+            out += struct.pack("<H", size)
+        for block in blocks:
+            if len(block) < 255:
+                out += bytes([len(block)])
+            else:
+                out += b"\xff" + struct.pack("<H", len(block))
+            out += block
+        return out
+
+    c2 = [
+        "400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572",
+        "040c 2f73 616d 706c 652f 7061 7468",
+        "1008 7061 7373 776f 7264 0673 6563 7265 74",
+        "82",
+    ]
+    c3 = [
+        "8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d",
+        "8286 84be 5808 6e6f 2d63 6163 6865",
+        "8287 85bf 400a 6375 7374 6f6d 2d6b 6579 0c63 7573 746f 6d2d 7661 6c75 65",
+    ]
+    c4 = [
+        "8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff",
+        "8286 84be 5886 a8eb 1064 9cbf",
+        "8287 85bf 4088 25a8 49e9 5ba9 7d7f 8925 a849 e95b b8e8 b4bf",
+    ]
+    c5 = [
+        "4803 3330 3258 0770 7269 7661 7465 611d 4d6f 6e2c 2032 3120 4f63 7420 3230"
+        "3133 2032 303a 3133 3a32 3120 474d 546e 1768 7474 7073 3a2f 2f77 7777 2e65"
+        "7861 6d70 6c65 2e63 6f6d",
+        "4803 3330 37c1 c0bf",
+        "88c1 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3220"
+        "474d 54c0 5a04 677a 6970 7738 666f 6f3d 4153 444a 4b48 514b 425a 584f 5157"
+        "454f 5049 5541 5851 5745 4f49 553b 206d 6178 2d61 6765 3d33 3630 303b 2076"
+        "6572 7369 6f6e 3d31",
+    ]
+    c6 = [
+        "4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0"
+        "82a6 2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3",
+        "4883 640e ffc1 c0bf",
+        "88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b"
+        "d9ab 77ad 94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27"
+        "0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07",
+    ]
+    write("hpack_decoder", "rfc7541_c2", seed(0x10, [hexbytes(b) for b in c2]))
+    write("hpack_decoder", "rfc7541_c3", seed(0x00, [hexbytes(b) for b in c3]))
+    write("hpack_decoder", "rfc7541_c4", seed(0x20, [hexbytes(b) for b in c4]))
+    # C.5 and C.6 run with a 256-byte table (SIZES[5]).
+    write("hpack_decoder", "rfc7541_c5", seed(0x05, [hexbytes(b) for b in c5]))
+    write("hpack_decoder", "rfc7541_c6", seed(0x75, [hexbytes(b) for b in c6]))
+    # Size updates: down to 0 and back up, then a field; a custom limit of 100.
+    grpc = request_block(b"/helloworld.Greeter/SayHello")
+    write(
+        "hpack_decoder",
+        "size_updates",
+        seed(0x08, [integer(0, 5, 0x20) + integer(100, 5, 0x20) + grpc, grpc], size=100),
+    )
+
+
+def frame_parser():
+    write("frame_parser", "preface_settings", PREFACE + settings([(0x3, 100), (0x4, 1 << 20)]))
+    write(
+        "frame_parser",
+        "padded_frames",
+        frame(DATA, PADDED | END_STREAM, 1, b"\x02ab\x00\x00")
+        + frame(HEADERS, PADDED | END_HEADERS, 3, b"\x01" + request_block(b"/a.B/C") + b"\x00")
+        + frame(DATA, PADDED, 5, b"\x09short"),
+    )
+    write(
+        "frame_parser",
+        "control_frames",
+        frame(PING, 0, 0, b"12345678")
+        + frame(WINDOW_UPDATE, 0, 0x80000001, struct.pack(">I", 0x80001000))
+        + frame(RST_STREAM, 0, 1, struct.pack(">I", 8))
+        + frame(GOAWAY, 0, 0, struct.pack(">II", 7, 11) + b"debug")
+        + frame(0xff, 0xff, 0x7fffffff, b"x")[:11],
+    )
+
+
+if __name__ == "__main__":
+    server_connection()
+    hpack_decoder()
+    frame_parser()

@@ -12,6 +12,10 @@
 //! indexed once seen, so the timeout is a literal with an indexed name that
 //! enters the table every time), then one DATA frame with the message and
 //! END_STREAM.
+//!
+//! A measured batch runs on a connection that has done its handshake and
+//! served [`WARMUP`] calls first, as a long-lived connection has: its HPACK
+//! tables hold the fields, its buffers have grown.
 
 use crate::complex_proto::{payload, EchoGreeter};
 use pajamax::grpc::connection::{GrpcConfig, GrpcConnection};
@@ -25,18 +29,25 @@ use std::time::Instant;
 /// The method's path.
 pub const PATH: &[u8] = b"/helloworld.Greeter/SayHello";
 
-/// The bytes of one client connection: the handshake, then the requests.
+/// Calls a connection serves before the measured ones.
+pub const WARMUP: usize = 64;
+
+/// The bytes of one client connection: the handshake, the warm-up calls,
+/// then the measured ones.
 pub struct ClientBytes {
     /// Preface, SETTINGS, the connection window update and the ACK of the
     /// server's SETTINGS.
     pub handshake: Vec<u8>,
-    /// `n` requests on streams 1, 3, 5...
+    /// [`WARMUP`] requests on streams 1, 3, 5...
+    pub warmup: Vec<u8>,
+    /// `count` requests on the streams after.
     pub requests: Vec<u8>,
     /// How many requests `requests` holds.
     pub count: usize,
 }
 
-/// The client side of a connection to `count` complex_proto calls.
+/// The client side of a connection to [`WARMUP`] and then `count`
+/// complex_proto calls.
 pub fn client_bytes(count: usize) -> ClientBytes {
     let mut handshake = frame::PREFACE.to_vec();
     // grpc-go's SETTINGS (no push, 4 MiB window, 16 KiB header list),
@@ -59,8 +70,12 @@ pub fn client_bytes(count: usize) -> ClientBytes {
 
     let mut encoder = Encoder::new();
     let mut block = Vec::with_capacity(128);
-    let mut requests = Vec::with_capacity(count * 160);
-    for i in 0..count {
+    let mut requests = Vec::with_capacity((WARMUP + count) * 160);
+    let mut warmup = Vec::new();
+    for i in 0..WARMUP + count {
+        if i == WARMUP {
+            warmup = std::mem::take(&mut requests);
+        }
         let stream = 2 * i as u32 + 1;
         // The deadline's remaining time in microseconds, as grpc-go sends it.
         let timeout = format!("{}u", 19_999_000 - (i * 7_919) % 900_000);
@@ -98,6 +113,7 @@ pub fn client_bytes(count: usize) -> ClientBytes {
     }
     ClientBytes {
         handshake,
+        warmup,
         requests,
         count,
     }
@@ -110,20 +126,27 @@ pub fn router() -> Arc<Router> {
     Arc::new(router)
 }
 
-/// A new server connection that has taken `handshake` and whose first
-/// answers (SETTINGS and their ACK) are written out.
-pub fn connection(router: &Arc<Router>, handshake: &[u8]) -> GrpcConnection {
+/// A new server connection that has taken the client's handshake and
+/// warm-up calls, and written out its answers.
+pub fn connection(router: &Arc<Router>, client: &ClientBytes) -> GrpcConnection {
     let mut conn = GrpcConnection::new(router.clone(), &GrpcConfig::default(), None);
-    let answers = serve(&mut conn, handshake, Instant::now());
-    debug_assert!(answers > 0);
+    let now = Instant::now();
+    feed(&mut conn, &client.handshake, now);
+    feed(&mut conn, &client.warmup, now);
     conn
+}
+
+/// Serves `input`, the measured part: see [`feed`]. Not inlined, so that a
+/// profiler can count it alone.
+#[inline(never)]
+pub fn serve(conn: &mut GrpcConnection, input: &[u8], now: Instant) -> usize {
+    feed(conn, input, now)
 }
 
 /// Gives `input` to the connection until all of it is used, writing the
 /// answers out (dropping them) after each pass as a worker writes them to
 /// its socket; returns how many bytes of answers there were.
-#[inline(never)]
-pub fn serve(conn: &mut GrpcConnection, input: &[u8], now: Instant) -> usize {
+fn feed(conn: &mut GrpcConnection, input: &[u8], now: Instant) -> usize {
     let mut pos = 0;
     let mut written = 0;
     while pos < input.len() {
@@ -165,6 +188,7 @@ mod tests {
         let client = client_bytes(50);
         let mut conn = GrpcConnection::new(router(), &GrpcConfig::default(), None);
         let mut input = client.handshake.clone();
+        input.extend_from_slice(&client.warmup);
         input.extend_from_slice(&client.requests);
         assert_eq!(conn.recv(&input, Instant::now()), input.len());
 
@@ -191,7 +215,7 @@ mod tests {
                 _ => {}
             }
         }
-        assert_eq!((echoes, ok), (50, 50));
+        assert_eq!((echoes, ok), (WARMUP + 50, WARMUP + 50));
         assert!(conn.is_idle());
     }
 
@@ -199,7 +223,7 @@ mod tests {
     fn serve_takes_all_input_in_passes() {
         let client = client_bytes(1000);
         let router = router();
-        let mut conn = connection(&router, &client.handshake);
+        let mut conn = connection(&router, &client);
         let written = serve(&mut conn, &client.requests, Instant::now());
         // The answers to 1000 calls: headers, message and trailers each.
         assert!(written > 1000 * (5 + payload().encoded_len()));

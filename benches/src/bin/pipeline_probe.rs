@@ -4,12 +4,13 @@
 //!
 //! Usage: `pipeline_probe ROUNDS [REQUESTS_PER_ROUND]` (default 100
 //! requests). Each round takes a new connection through its handshake and
-//! then serves the requests with `pajamax_benches::pipeline::serve`, the
-//! function callgrind is told to count.
+//! 64 warm-up calls, then serves the requests with
+//! `pajamax_benches::pipeline::serve`, the function callgrind is told to
+//! count.
 //!
 //! Then, on Linux, it prints the CPU time per request: the thread's time on
 //! a CPU (`/proc/thread-self/schedstat`) over the rounds, less that of as
-//! many rounds of connections and handshakes alone. Time the thread spends
+//! many rounds of new connections, handshakes and warm-ups alone. Time the thread spends
 //! preempted is not in it, so it holds on a busy machine where criterion's
 //! clock-based figures do not.
 
@@ -36,12 +37,12 @@ fn main() {
     let start = cpu_ns();
     let mut written = 0;
     for _ in 0..rounds {
-        let mut conn = connection(&router, &client.handshake);
+        let mut conn = connection(&router, &client);
         written += serve(&mut conn, &client.requests, now);
     }
     let middle = cpu_ns();
     for _ in 0..rounds {
-        std::hint::black_box(connection(&router, &client.handshake));
+        std::hint::black_box(connection(&router, &client));
     }
     let end = cpu_ns();
 

@@ -189,6 +189,10 @@ client() {
 	local duration=$1 c=$2 s=$3
 	if [[ $CLIENT == ghz ]]; then
 		# grpc_bench divides the rate by the concurrency before giving it to ghz.
+		# One difference from grpc_bench's flags: --duration-stop=wait lets the
+		# calls in flight when the duration ends finish and count, where ghz's
+		# default cuts them and reports each as an error ("use of closed
+		# network connection"), which would hide real errors among them.
 		taskset -c "$CLIENT_CPUSET" ghz \
 			--proto="$PROTO" \
 			--call=helloworld.Greeter.SayHello \
@@ -197,6 +201,7 @@ client() {
 			--connections="$c" \
 			--rps="$((GRPC_CLIENT_QPS / s))" \
 			--duration "$duration" \
+			--duration-stop=wait \
 			--data-file "$PAYLOAD" \
 			--cpus="$CLIENT_N" \
 			127.0.0.1:50051

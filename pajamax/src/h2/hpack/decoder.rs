@@ -271,13 +271,7 @@ fn read_string(block: &[u8], pos: &mut usize, scratch: &mut Vec<u8>) -> Result<L
 impl Decoder {
     /// The dynamic table, newest first, and its size.
     pub(crate) fn table_contents(&self) -> super::TableContents {
-        let entries = (0..self.table.len())
-            .map(|i| {
-                let (n, v) = self.table.get(i).unwrap();
-                (n.to_vec(), v.to_vec())
-            })
-            .collect();
-        (entries, self.table.size())
+        self.table.contents()
     }
 }
 

@@ -166,13 +166,7 @@ impl Encoder {
 
     /// The dynamic table, newest first, and its size.
     pub(crate) fn table_contents(&self) -> super::TableContents {
-        let entries = (0..self.table.len())
-            .map(|i| {
-                let (n, v) = self.table.get(i).unwrap();
-                (n.to_vec(), v.to_vec())
-            })
-            .collect();
-        (entries, self.table.size())
+        self.table.contents()
     }
 }
 

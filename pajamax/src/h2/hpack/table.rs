@@ -413,6 +413,20 @@ impl DynamicTable {
 }
 
 #[cfg(test)]
+impl DynamicTable {
+    /// The entries, newest first, and the table's size.
+    pub(crate) fn contents(&self) -> super::TableContents {
+        let entries = (0..self.len())
+            .map(|i| {
+                let (n, v) = self.get(i).unwrap();
+                (n.to_vec(), v.to_vec())
+            })
+            .collect();
+        (entries, self.size())
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

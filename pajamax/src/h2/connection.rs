@@ -167,7 +167,6 @@ pub struct Connection {
     fields: Fields,
     out: Vec<u8>,
     out_start: usize,
-    scratch: Vec<u8>,
     blocked: VecDeque<u32>,
     /// Response bytes held back by flow control, over all streams.
     held: usize,
@@ -227,7 +226,6 @@ impl Connection {
             fields: Fields::default(),
             out,
             out_start: 0,
-            scratch: Vec::new(),
             blocked: VecDeque::new(),
             held: 0,
             unproductive: 0,
@@ -1006,31 +1004,41 @@ impl Connection {
         }
     }
 
+    /// Encodes a header block straight into the output behind a HEADERS
+    /// frame header; only a block larger than the peer's frame size is
+    /// moved out again and split over CONTINUATION frames.
     fn write_header_block<'f>(
         &mut self,
         stream: u32,
         fields: impl Iterator<Item = Field<'f>>,
         end_stream: bool,
     ) {
-        let mut block = std::mem::take(&mut self.scratch);
-        block.clear();
-        self.encoder.begin_block(&mut block);
+        let end_flag = if end_stream { flag::END_STREAM } else { 0 };
+        let head = self.out.len();
+        frame::write_header(
+            &mut self.out,
+            0,
+            kind::HEADERS,
+            end_flag | flag::END_HEADERS,
+            stream,
+        );
+        let start = self.out.len();
+        self.encoder.begin_block(&mut self.out);
         for field in fields {
             self.encoder
-                .encode(field.name, field.value, field.indexing, &mut block);
+                .encode(field.name, field.value, field.indexing, &mut self.out);
         }
-        let end_flag = if end_stream { flag::END_STREAM } else { 0 };
+        let len = self.out.len() - start;
+        if len <= self.peer_max_frame_size {
+            frame::patch_len(&mut self.out, head, len);
+            return;
+        }
+        let block: Vec<u8> = self.out.split_off(start);
+        self.out.truncate(head);
         let mut chunks = block.chunks(self.peer_max_frame_size);
         let first = chunks.next().unwrap_or(&[]);
         let rest = chunks.len();
-        let first_flags = end_flag | if rest == 0 { flag::END_HEADERS } else { 0 };
-        frame::write_header(
-            &mut self.out,
-            first.len(),
-            kind::HEADERS,
-            first_flags,
-            stream,
-        );
+        frame::write_header(&mut self.out, first.len(), kind::HEADERS, end_flag, stream);
         self.out.extend_from_slice(first);
         for (i, chunk) in chunks.enumerate() {
             let flags = if i + 1 == rest { flag::END_HEADERS } else { 0 };
@@ -1043,7 +1051,6 @@ impl Connection {
             );
             self.out.extend_from_slice(chunk);
         }
-        self.scratch = block;
     }
 
     fn close_send_side(&mut self, stream: u32) {

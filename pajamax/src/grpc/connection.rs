@@ -120,8 +120,11 @@ impl GrpcConnection {
         self.response_metadata.trailers = answer.trailers;
         match answer.result {
             Ok(framed) => {
-                self.reply = framed;
+                // Send from the answer's buffer, keeping the reply buffer
+                // (and its capacity) for the calls answered inline.
+                let inline = std::mem::replace(&mut self.reply, framed);
                 self.answer_message(answer.stream);
+                self.reply = inline;
             }
             Err(status) => self.answer_status(answer.stream, &status),
         }

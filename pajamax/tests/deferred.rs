@@ -36,14 +36,14 @@ async fn the_worker_serves_others_while_answers_are_pending() {
         .map(|i| {
             let channel = channel.clone();
             tokio::spawn(
-                async move { call(channel, "Defer", deferred(&format!("d{i}"), 300)).await },
+                async move { call(channel, "Defer", deferred(&format!("d{i}"), 2000)).await },
             )
         })
         .collect();
-    // While 200 answers wait on other threads, inline calls go through.
-    let started = Instant::now();
+    // While 200 answers wait on other threads, an inline call goes through:
+    // it is answered before any of them.
     echo_works(channel.clone(), "fast").await;
-    assert!(started.elapsed() < Duration::from_millis(250));
+    assert!(slow.iter().all(|task| !task.is_finished()));
     for (i, task) in slow.into_iter().enumerate() {
         assert_eq!(task.await.unwrap().unwrap().get_ref().text, format!("d{i}"));
     }

@@ -954,6 +954,20 @@ mod tests {
         assert!(!code.contains("compile_error"));
     }
 
+    /// Asserts that the item on `lines[i]` has a doc comment above its
+    /// attributes.
+    fn assert_documented(lines: &[&str], i: usize, code: &str) {
+        let mut j = i - 1;
+        while lines[j].starts_with("#[") {
+            j -= 1;
+        }
+        assert!(
+            lines[j].starts_with("///"),
+            "no doc comment on {:?} in\n{code}",
+            lines[i]
+        );
+    }
+
     #[test]
     fn every_public_item_has_a_doc_comment() {
         let greeter = service(
@@ -967,14 +981,7 @@ mod tests {
             let is_item = text.starts_with("pub ")
                 || (text.starts_with("fn ") && !lines[..i].iter().any(|l| l.starts_with("impl")));
             if is_item {
-                let mut j = i - 1;
-                while lines[j].starts_with("#[") {
-                    j -= 1;
-                }
-                assert!(
-                    lines[j].starts_with("///"),
-                    "no doc comment on {text:?} in\n{code}"
-                );
+                assert_documented(&lines, i, &code);
             }
         }
     }
@@ -1168,14 +1175,7 @@ mod tests {
                 || (in_enum && !text.starts_with("///") && *text != "}")
                 || (text.starts_with("fn ") && !in_trait_or_impl);
             if is_item {
-                let mut j = i - 1;
-                while lines[j].starts_with("#[") {
-                    j -= 1;
-                }
-                assert!(
-                    lines[j].starts_with("///"),
-                    "no doc comment on {text:?} in\n{code}"
-                );
+                assert_documented(&lines, i, &code);
             }
         }
     }

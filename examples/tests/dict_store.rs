@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{connect, unary, KillOnDrop};
+use common::{connect, free_local_addr, unary, KillOnDrop};
 use pajamax::dispatch;
 use pajamax_examples::dict_store::dict_store_server::{DictStoreCall, DictStoreServer};
 use pajamax_examples::dict_store::{
@@ -387,12 +387,7 @@ async fn a_stopped_backend_answers_unavailable() {
 
 #[tokio::test]
 async fn the_binary_serves_with_settings_from_the_environment() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_local_addr();
     let _server = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_dict_store"))
             .arg(&addr)

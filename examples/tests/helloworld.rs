@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{connect, unary, KillOnDrop};
+use common::{connect, free_local_addr, unary, KillOnDrop};
 use pajamax_examples::echo::echo_server::EchoServer;
 use pajamax_examples::echo::EchoMessage;
 use pajamax_examples::helloworld::greeter_server::GreeterServer;
@@ -13,12 +13,7 @@ use std::process::Command;
 
 #[tokio::test]
 async fn helloworld_binary_greets() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_local_addr();
     let _server = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_helloworld"))
             .arg(&addr)

@@ -42,6 +42,17 @@ pub async fn connect(addr: &str) -> Channel {
     }
 }
 
+/// A loopback address whose port the OS reported free, for a server
+/// binary that takes its listen address as an argument.
+pub fn free_local_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
 /// A child process killed when the test ends, however it ends.
 pub struct KillOnDrop(pub Child);
 

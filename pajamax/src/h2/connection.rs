@@ -934,7 +934,7 @@ impl Connection {
                 end_stream,
                 trailers: None,
             }));
-            self.blocked.push_back(stream);
+            self.queue_blocked(stream);
         } else if end_stream {
             self.close_send_side(stream);
         }
@@ -1067,6 +1067,25 @@ impl Connection {
             frame::write_rst_stream(&mut self.out, stream, Reason::NO_ERROR);
         }
         self.remember_closed(stream, state.recv_open);
+    }
+
+    /// Queues a stream that now waits for the peer's windows. Streams
+    /// reset while waiting leave their ids behind until a flush passes;
+    /// dropping those whenever they outnumber the live ones keeps the queue
+    /// bounded by the open streams even if the windows stay shut.
+    fn queue_blocked(&mut self, stream: u32) {
+        if self.blocked.len() >= 2 * self.streams.len() + 16 {
+            let streams = &self.streams;
+            self.blocked
+                .retain(|id| streams.get(id).is_some_and(|s| s.pending.is_some()));
+        }
+        self.blocked.push_back(stream);
+    }
+
+    /// How many stream ids wait in the flow-control queue.
+    #[cfg(test)]
+    pub(crate) fn blocked_len(&self) -> usize {
+        self.blocked.len()
     }
 
     /// Sends what the windows now allow of the queued responses, in order.

@@ -1102,3 +1102,33 @@ fn a_stream_reset_by_a_bad_priority_frame_cannot_be_opened() {
     let bytes = peer.headers_frame(1, true);
     expect_goaway(&mut peer, &bytes, Reason::STREAM_CLOSED);
 }
+
+#[test]
+fn streams_reset_while_waiting_for_a_shut_window_do_not_pile_up() {
+    let mut peer = Peer::default();
+    // Use up the connection window; the peer never opens it again.
+    let bytes = peer.headers_frame(1, true);
+    peer.feed(&bytes);
+    peer.conn.send_data(1, &vec![0; 65_535], true);
+    peer.take_frames();
+    for i in 0..2000u32 {
+        // An answer that waits for the window, reset by the peer...
+        let held = 3 + 4 * i;
+        let bytes = peer.headers_frame(held, true);
+        peer.feed(&bytes);
+        peer.conn
+            .send_headers(held, &[Field::indexed(b":status", b"200")], false);
+        peer.conn.send_data(held, b"waits", true);
+        peer.feed(&frame_bytes(kind::RST_STREAM, 0, held, &[0, 0, 0, 8]));
+        // ...and a trailers-only answer, which renews the flood budget.
+        let answered = held + 2;
+        let bytes = peer.headers_frame(answered, true);
+        peer.feed(&bytes);
+        peer.conn
+            .send_headers(answered, &[Field::indexed(b":status", b"200")], true);
+        peer.take_frames();
+    }
+    assert!(peer.conn.error().is_none());
+    assert!(peer.conn.blocked_len() <= 16, "{}", peer.conn.blocked_len());
+    assert_eq!(peer.conn.held_bytes(), 0);
+}

@@ -5,9 +5,17 @@
 
 pub mod config;
 pub mod connection;
+mod error;
 pub mod fields;
 pub mod frame;
+mod header_block;
 pub mod hpack;
+mod output;
+mod recv_flow;
+mod send_flow;
+mod settings;
+mod shutdown;
+mod streams;
 pub mod window;
 
 pub use config::Config;

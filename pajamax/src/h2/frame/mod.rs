@@ -1,7 +1,23 @@
 //! HTTP/2 frame layout (RFC 9113 section 4 and 6): the 9-byte frame header,
-//! frame types, flags, error codes, and writers for the frames a server sends.
+//! frame types, flags and error codes here; each frame type's payload, read
+//! and written, in a file of its own.
 
 use std::fmt;
+
+pub(crate) mod data;
+pub(crate) mod goaway;
+pub(crate) mod headers;
+pub(crate) mod ping;
+pub(crate) mod priority;
+pub(crate) mod rst_stream;
+pub(crate) mod settings;
+pub(crate) mod window_update;
+
+pub use goaway::write_goaway;
+pub use ping::{write_ping, write_ping_ack};
+pub use rst_stream::write_rst_stream;
+pub use settings::{write_settings, write_settings_ack};
+pub use window_update::write_window_update;
 
 /// Length of the frame header that precedes every payload.
 pub const HEADER_LEN: usize = 9;
@@ -191,46 +207,6 @@ pub fn write_header(dst: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: 
 pub fn patch_len(dst: &mut [u8], at: usize, len: usize) {
     let len = (len as u32).to_be_bytes();
     dst[at..at + 3].copy_from_slice(&len[1..]);
-}
-
-/// Appends a SETTINGS frame with the given parameters.
-pub fn write_settings(dst: &mut Vec<u8>, params: &[(u16, u32)]) {
-    write_header(dst, params.len() * 6, kind::SETTINGS, 0, 0);
-    for (id, value) in params {
-        dst.extend_from_slice(&id.to_be_bytes());
-        dst.extend_from_slice(&value.to_be_bytes());
-    }
-}
-
-/// Appends a SETTINGS frame with the ACK flag.
-pub fn write_settings_ack(dst: &mut Vec<u8>) {
-    write_header(dst, 0, kind::SETTINGS, flag::ACK, 0);
-}
-
-/// Appends a PING frame with the ACK flag echoing `payload`.
-pub fn write_ping_ack(dst: &mut Vec<u8>, payload: &[u8; 8]) {
-    write_header(dst, 8, kind::PING, flag::ACK, 0);
-    dst.extend_from_slice(payload);
-}
-
-/// Appends a WINDOW_UPDATE frame.
-pub fn write_window_update(dst: &mut Vec<u8>, stream: u32, increment: u32) {
-    write_header(dst, 4, kind::WINDOW_UPDATE, 0, stream);
-    dst.extend_from_slice(&(increment & MAX_WINDOW).to_be_bytes());
-}
-
-/// Appends a RST_STREAM frame.
-pub fn write_rst_stream(dst: &mut Vec<u8>, stream: u32, reason: Reason) {
-    write_header(dst, 4, kind::RST_STREAM, 0, stream);
-    dst.extend_from_slice(&reason.0.to_be_bytes());
-}
-
-/// Appends a GOAWAY frame with optional debug data.
-pub fn write_goaway(dst: &mut Vec<u8>, last_stream: u32, reason: Reason, debug: &[u8]) {
-    write_header(dst, 8 + debug.len(), kind::GOAWAY, 0, 0);
-    dst.extend_from_slice(&(last_stream & MAX_WINDOW).to_be_bytes());
-    dst.extend_from_slice(&reason.0.to_be_bytes());
-    dst.extend_from_slice(debug);
 }
 
 /// Removes the padding of a PADDED frame's payload (`pad_len` byte first).

@@ -1,0 +1,81 @@
+//! Receive flow control (RFC 9113 section 6.9): how much the client may
+//! send, on the connection and on each stream, and when the server opens
+//! the windows again.
+
+use crate::h2::error::Error;
+use crate::h2::frame::{self, Reason};
+use crate::h2::streams::Stream;
+
+/// The size of every window before SETTINGS change it.
+pub(crate) const DEFAULT_WINDOW: u32 = 65_535;
+
+/// The connection's receive window.
+pub(crate) struct RecvFlow {
+    /// The window the server opens at start.
+    size: u32,
+    /// Bytes the client may still send.
+    window: i64,
+    /// Bytes received since the last WINDOW_UPDATE.
+    unacked: u32,
+}
+
+impl RecvFlow {
+    /// A window of `size` bytes (at least the default), opened by
+    /// [`RecvFlow::write_opening`].
+    pub(crate) fn new(size: u32) -> RecvFlow {
+        RecvFlow {
+            size,
+            window: i64::from(size.max(DEFAULT_WINDOW)),
+            unacked: 0,
+        }
+    }
+
+    /// Appends the WINDOW_UPDATE that opens the window past the default.
+    pub(crate) fn write_opening(&self, out: &mut Vec<u8>) {
+        if self.size > DEFAULT_WINDOW {
+            frame::write_window_update(out, 0, self.size - DEFAULT_WINDOW);
+        }
+    }
+
+    /// Takes a DATA frame of `len` bytes (padding included) from the window.
+    pub(crate) fn take(&mut self, len: usize) -> Result<(), Error> {
+        if len as i64 > self.window {
+            return Err(Error::GoAway(
+                Reason::FLOW_CONTROL_ERROR,
+                "DATA beyond the connection window",
+            ));
+        }
+        self.window -= len as i64;
+        self.unacked += len as u32;
+        Ok(())
+    }
+
+    /// Opens the window again once a quarter of it has been used: called
+    /// once per batch of input, so that one WINDOW_UPDATE covers many
+    /// frames.
+    pub(crate) fn replenish(&mut self, out: &mut Vec<u8>) {
+        if self.unacked >= self.size / 4 {
+            frame::write_window_update(out, 0, self.unacked);
+            self.window += i64::from(self.unacked);
+            self.unacked = 0;
+        }
+    }
+}
+
+/// Takes `len` bytes from a stream's receive window.
+pub(crate) fn take_stream(stream: &mut Stream, id: u32, len: usize) -> Result<(), Error> {
+    if len as i64 > stream.recv_window {
+        return Err(Error::Reset(id, Reason::FLOW_CONTROL_ERROR));
+    }
+    stream.recv_window -= len as i64;
+    Ok(())
+}
+
+/// Opens a stream's window back to `initial` once it is below half.
+pub(crate) fn replenish_stream(stream: &mut Stream, id: u32, initial: u32, out: &mut Vec<u8>) {
+    let initial = i64::from(initial);
+    if stream.recv_window < initial / 2 {
+        frame::write_window_update(out, id, (initial - stream.recv_window) as u32);
+        stream.recv_window = initial;
+    }
+}

@@ -1,0 +1,251 @@
+//! Send flow control (RFC 9113 section 6.9): response bytes go out as far
+//! as the peer's windows allow; the rest waits per stream, in a queue of
+//! streams served in turn as WINDOW_UPDATEs arrive.
+
+use crate::h2::frame::{self, flag, kind};
+use crate::h2::hpack::Indexing;
+use crate::h2::output::{Field, Output};
+use crate::h2::recv_flow::DEFAULT_WINDOW;
+use crate::h2::streams::Streams;
+use crate::h2::window::Window;
+use std::collections::VecDeque;
+use std::ops::Range;
+
+/// Response bytes waiting for the peer to open its windows.
+#[derive(Default)]
+pub(crate) struct PendingSend {
+    data: Vec<u8>,
+    sent: usize,
+    end_stream: bool,
+    trailers: Option<OwnedFields>,
+}
+
+impl PendingSend {
+    /// Bytes not yet sent.
+    pub(crate) fn unsent(&self) -> usize {
+        self.data.len() - self.sent
+    }
+}
+
+/// Trailers kept until the data before them has been sent.
+#[derive(Default)]
+struct OwnedFields {
+    bytes: Vec<u8>,
+    fields: Vec<(Range<usize>, Range<usize>, Indexing)>,
+}
+
+/// The connection's send window, and the streams waiting for windows.
+pub(crate) struct SendFlow {
+    /// The connection-level send window.
+    pub window: Window,
+    blocked: VecDeque<u32>,
+    /// Response bytes held back by flow control, over all streams.
+    held: usize,
+}
+
+impl SendFlow {
+    pub(crate) fn new() -> SendFlow {
+        SendFlow {
+            window: Window::new(DEFAULT_WINDOW),
+            blocked: VecDeque::new(),
+            held: 0,
+        }
+    }
+
+    /// Response bytes held back, over all streams.
+    pub(crate) fn held(&self) -> usize {
+        self.held
+    }
+
+    /// How many stream ids wait in the queue.
+    pub(crate) fn blocked_len(&self) -> usize {
+        self.blocked.len()
+    }
+
+    /// Forgets everything held (after a connection error).
+    pub(crate) fn clear(&mut self) {
+        self.blocked.clear();
+        self.held = 0;
+    }
+
+    /// Forgets what a stream that is gone still held.
+    pub(crate) fn release(&mut self, pending: &PendingSend) {
+        self.held -= pending.unsent();
+    }
+
+    /// Sends body bytes on stream `id` as far as the windows allow and
+    /// holds the rest. Returns whether all of it, and END_STREAM if asked,
+    /// went out. Ignored (`false`) if the stream is gone.
+    pub(crate) fn send_data(
+        &mut self,
+        streams: &mut Streams,
+        output: &mut Output,
+        id: u32,
+        data: &[u8],
+        end_stream: bool,
+    ) -> bool {
+        let Some(state) = streams.get_mut(id) else {
+            return false;
+        };
+        if let Some(pending) = &mut state.pending {
+            pending.data.extend_from_slice(data);
+            pending.end_stream = end_stream;
+            self.held += data.len();
+            return false;
+        }
+        let max_frame = output.max_frame();
+        let sent = write_data_frames(
+            output.buf(),
+            id,
+            data,
+            end_stream,
+            &mut state.send_window,
+            &mut self.window,
+            max_frame,
+        );
+        if sent < data.len() {
+            self.held += data.len() - sent;
+            state.pending = Some(Box::new(PendingSend {
+                data: data[sent..].to_vec(),
+                sent: 0,
+                end_stream,
+                trailers: None,
+            }));
+            self.queue_blocked(streams, id);
+            false
+        } else {
+            end_stream
+        }
+    }
+
+    /// Keeps trailers behind the data stream `id` holds; returns `false`
+    /// when it holds none, so the trailers can go out now.
+    pub(crate) fn hold_trailers(
+        &mut self,
+        streams: &mut Streams,
+        id: u32,
+        fields: &[Field<'_>],
+    ) -> bool {
+        let Some(pending) = streams.get_mut(id).and_then(|s| s.pending.as_mut()) else {
+            return false;
+        };
+        let mut owned = OwnedFields::default();
+        for field in fields {
+            let name = owned.bytes.len()..owned.bytes.len() + field.name.len();
+            owned.bytes.extend_from_slice(field.name);
+            let value = owned.bytes.len()..owned.bytes.len() + field.value.len();
+            owned.bytes.extend_from_slice(field.value);
+            owned.fields.push((name, value, field.indexing));
+        }
+        pending.trailers = Some(owned);
+        true
+    }
+
+    /// Queues a stream that now waits for the peer's windows. Streams
+    /// reset while waiting leave their ids behind until a flush passes;
+    /// dropping those whenever they outnumber the live ones keeps the queue
+    /// bounded by the open streams even if the windows stay shut.
+    fn queue_blocked(&mut self, streams: &Streams, id: u32) {
+        if self.blocked.len() >= 2 * streams.len() + 16 {
+            self.blocked
+                .retain(|id| streams.get(*id).is_some_and(|s| s.pending.is_some()));
+        }
+        self.blocked.push_back(id);
+    }
+
+    /// Sends what the windows now allow of the held responses, in order,
+    /// visiting at most `rounds` queued streams. Stops early at a stream
+    /// whose response is now complete and returns it, for the caller to
+    /// close before calling again.
+    pub(crate) fn flush(
+        &mut self,
+        streams: &mut Streams,
+        output: &mut Output,
+        rounds: &mut usize,
+    ) -> Option<u32> {
+        while *rounds > 0 && self.window.available() > 0 {
+            *rounds -= 1;
+            let id = self.blocked.pop_front()?;
+            let Some(state) = streams.get_mut(id) else {
+                continue;
+            };
+            let Some(mut pending) = state.pending.take() else {
+                continue;
+            };
+            let max_frame = output.max_frame();
+            let sent = write_data_frames(
+                output.buf(),
+                id,
+                &pending.data[pending.sent..],
+                pending.end_stream && pending.trailers.is_none(),
+                &mut state.send_window,
+                &mut self.window,
+                max_frame,
+            );
+            pending.sent += sent;
+            self.held -= sent;
+            if pending.sent < pending.data.len() {
+                state.pending = Some(pending);
+                self.blocked.push_back(id);
+                continue;
+            }
+            if let Some(trailers) = pending.trailers.take() {
+                let fields = trailers.fields.iter().map(|(name, value, indexing)| Field {
+                    name: &trailers.bytes[name.clone()],
+                    value: &trailers.bytes[value.clone()],
+                    indexing: *indexing,
+                });
+                output.header_block(id, fields, true);
+                return Some(id);
+            } else if pending.end_stream {
+                return Some(id);
+            }
+        }
+        None
+    }
+}
+
+/// Writes as much of `data` as the windows and the frame size allow, as
+/// DATA frames; END_STREAM goes on the last one if all of `data` fits.
+/// Returns the number of bytes of `data` written.
+fn write_data_frames(
+    out: &mut Vec<u8>,
+    stream: u32,
+    data: &[u8],
+    end_stream: bool,
+    stream_window: &mut Window,
+    conn_window: &mut Window,
+    max_frame: usize,
+) -> usize {
+    if data.is_empty() {
+        if end_stream {
+            frame::write_header(out, 0, kind::DATA, flag::END_STREAM, stream);
+        }
+        return 0;
+    }
+    let mut sent = 0;
+    loop {
+        let room = stream_window
+            .available()
+            .min(conn_window.available())
+            .min(max_frame);
+        let n = room.min(data.len() - sent);
+        if n == 0 {
+            return sent;
+        }
+        let last = sent + n == data.len();
+        let flags = if last && end_stream {
+            flag::END_STREAM
+        } else {
+            0
+        };
+        frame::write_header(out, n, kind::DATA, flags, stream);
+        out.extend_from_slice(&data[sent..sent + n]);
+        stream_window.consume(n);
+        conn_window.consume(n);
+        sent += n;
+        if last {
+            return sent;
+        }
+    }
+}

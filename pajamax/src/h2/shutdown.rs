@@ -1,0 +1,58 @@
+//! Ending a connection without losing requests: the server's two-step
+//! GOAWAY, and the peer's GOAWAY.
+
+use crate::h2::frame::{self, Reason, MAX_WINDOW};
+
+/// The payload of the PING that follows the first GOAWAY of a graceful
+/// shutdown: its ACK proves the client has seen the GOAWAY.
+const SHUTDOWN_PING: [u8; 8] = *b"pjmx-bye";
+
+/// Where the connection stands on GOAWAY, either way.
+#[derive(Default)]
+pub(crate) struct Shutdown {
+    /// The first GOAWAY of a graceful shutdown is out and its PING
+    /// unanswered.
+    draining: bool,
+    /// A GOAWAY naming the last stream is out: new streams are refused.
+    goaway_sent: bool,
+    /// The peer sent GOAWAY.
+    goaway_received: bool,
+}
+
+impl Shutdown {
+    /// Whether new streams are refused.
+    pub(crate) fn goaway_sent(&self) -> bool {
+        self.goaway_sent
+    }
+
+    /// Whether either side has said GOAWAY: the connection ends once its
+    /// streams are done.
+    pub(crate) fn ending(&self) -> bool {
+        self.goaway_sent || self.goaway_received
+    }
+
+    /// Notes the peer's GOAWAY.
+    pub(crate) fn on_goaway(&mut self) {
+        self.goaway_received = true;
+    }
+
+    /// The first step: a GOAWAY that still allows every stream, with a
+    /// PING.
+    pub(crate) fn begin(&mut self, out: &mut Vec<u8>) {
+        if !self.draining && !self.goaway_sent {
+            frame::write_goaway(out, MAX_WINDOW, Reason::NO_ERROR, b"");
+            frame::write_ping(out, &SHUTDOWN_PING);
+            self.draining = true;
+        }
+    }
+
+    /// A PING ACK from the peer: if it answers the shutdown PING, the
+    /// second step, a GOAWAY naming `last_stream`.
+    pub(crate) fn on_ping_ack(&mut self, payload: &[u8; 8], last_stream: u32, out: &mut Vec<u8>) {
+        if self.draining && *payload == SHUTDOWN_PING {
+            self.draining = false;
+            frame::write_goaway(out, last_stream, Reason::NO_ERROR, b"");
+            self.goaway_sent = true;
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The stream table: the streams open now, and what is remembered of the
+//! ones that closed, to tell a late frame on a closed stream from a frame
+//! on a stream that was never opened (RFC 9113 section 5.1).
+
+use crate::fast_hash::BuildStreamIdHasher;
+use crate::h2::error::Error;
+use crate::h2::frame::Reason;
+use crate::h2::send_flow::PendingSend;
+use crate::h2::window::Window;
+use std::collections::{HashMap, VecDeque};
+
+/// One open stream.
+pub(crate) struct Stream {
+    /// The client may still send DATA.
+    pub recv_open: bool,
+    /// Bytes the client may still send before the server replenishes.
+    pub recv_window: i64,
+    /// Bytes the server may still send.
+    pub send_window: Window,
+    /// The request's `content-length`, when it gave one.
+    pub content_length: Option<u64>,
+    /// Body bytes received so far.
+    pub received: u64,
+    /// Response bytes waiting for the peer's windows.
+    pub pending: Option<Box<PendingSend>>,
+}
+
+/// How many closed stream ids are remembered to tell "closed" from "idle".
+const CLOSED_MEMORY: usize = 256;
+
+/// The open streams of a connection, by id, and the recently closed ones.
+pub(crate) struct Streams {
+    open: HashMap<u32, Stream, BuildStreamIdHasher>,
+    /// The highest stream id the client has opened (or that was reset
+    /// while idle): ids at or below it are no longer idle.
+    last: u32,
+    /// Recently closed ids, with whether the server reset them.
+    recently_closed: VecDeque<(u32, bool)>,
+}
+
+impl Streams {
+    pub(crate) fn new() -> Streams {
+        Streams {
+            open: HashMap::default(),
+            last: 0,
+            recently_closed: VecDeque::with_capacity(CLOSED_MEMORY),
+        }
+    }
+
+    pub(crate) fn get(&self, id: u32) -> Option<&Stream> {
+        self.open.get(&id)
+    }
+
+    pub(crate) fn get_mut(&mut self, id: u32) -> Option<&mut Stream> {
+        self.open.get_mut(&id)
+    }
+
+    pub(crate) fn contains(&self, id: u32) -> bool {
+        self.open.contains_key(&id)
+    }
+
+    pub(crate) fn insert(&mut self, id: u32, stream: Stream) {
+        self.open.insert(id, stream);
+    }
+
+    pub(crate) fn remove(&mut self, id: u32) -> Option<Stream> {
+        self.open.remove(&id)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut Stream> {
+        self.open.values_mut()
+    }
+
+    /// Forgets every open stream (after a connection error).
+    pub(crate) fn clear(&mut self) {
+        self.open.clear();
+    }
+
+    /// The highest stream id no longer idle.
+    pub(crate) fn last(&self) -> u32 {
+        self.last
+    }
+
+    /// Marks every id up to `id` as no longer idle.
+    pub(crate) fn pass(&mut self, id: u32) {
+        self.last = self.last.max(id);
+    }
+
+    /// Remembers a closed stream; `server_reset` when the server reset it
+    /// while the client could still be sending, so that frames the client
+    /// sent before it saw the reset are ignored.
+    pub(crate) fn remember_closed(&mut self, id: u32, server_reset: bool) {
+        if self.recently_closed.len() == CLOSED_MEMORY {
+            self.recently_closed.pop_front();
+        }
+        self.recently_closed.push_back((id, server_reset));
+    }
+
+    /// Whether `id` is among the recently closed streams.
+    pub(crate) fn recently_closed(&self, id: u32) -> bool {
+        self.recently_closed.iter().any(|(closed, _)| *closed == id)
+    }
+
+    /// Judges a frame other than HEADERS or PRIORITY on a stream not in the
+    /// table: idle streams are a connection error, closed ones a stream
+    /// error, except right after the server reset them (ignored).
+    pub(crate) fn frame_on_unknown(&self, id: u32) -> Result<(), Error> {
+        if id > self.last {
+            return Err(Error::GoAway(
+                Reason::PROTOCOL_ERROR,
+                "frame on an idle stream",
+            ));
+        }
+        match self
+            .recently_closed
+            .iter()
+            .find(|(closed, _)| *closed == id)
+        {
+            Some((_, true)) => Ok(()),
+            _ => Err(Error::Reset(id, Reason::STREAM_CLOSED)),
+        }
+    }
+}

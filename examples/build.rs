@@ -9,6 +9,7 @@ fn main() -> std::io::Result<()> {
         &[
             "proto/helloworld.proto",
             "proto/echo.proto",
+            "proto/route_guide.proto",
             "proto/grpc/testing/test.proto",
         ],
         &["proto"],

@@ -20,10 +20,18 @@ GRPC_VERSION=v1.85.0
 INTEROP_CASES=(
     empty_unary
     large_unary
+    client_streaming
+    server_streaming
+    ping_pong
+    empty_stream
+    custom_metadata
     status_code_and_message
     special_status_message
     unimplemented_method
     unimplemented_service
+    timeout_on_sleeping_server
+    cancel_after_begin
+    cancel_after_first_response
 )
 h2spec_timeout=${H2SPEC_TIMEOUT:-5}
 

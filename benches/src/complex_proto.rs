@@ -145,11 +145,12 @@ impl Service for EchoGreeter {
         "helloworld.Greeter"
     }
 
-    fn methods(&self) -> &'static [&'static str] {
-        &["SayHello"]
+    fn methods(&self) -> &'static [pajamax::Method] {
+        const METHODS: [pajamax::Method; 1] = [pajamax::Method::unary("SayHello")];
+        &METHODS
     }
 
-    fn call(
+    fn unary(
         &self,
         method: usize,
         _ctx: &mut Context<'_>,

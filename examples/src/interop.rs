@@ -1,19 +1,31 @@
 //! The `grpc.testing.TestService` that gRPC's interoperability clients call.
 //!
-//! [`InteropService`] implements the unary methods: `EmptyCall`, and
-//! `UnaryCall` (and `CacheableUnaryCall`, served the same way) with its
-//! payload sizes, requested statuses and echoed metadata. [`InteropServer`] serves it; on top of what the generated
-//! server does, it answers a `FullDuplexCall` whose only request asks for a
-//! status with that status, which is all the `status_code_and_message` case
-//! needs of a streaming method. Every other streaming call answers
-//! `UNIMPLEMENTED`.
+//! [`InteropService`] implements every method, both ways a pajamax handler
+//! can serve a stream:
+//! - on the worker: `StreamingOutputCall` is a paced [`Producer`] that waits
+//!   out each answer's `interval_us` without holding the worker,
+//!   `StreamingInputCall` a [`ClientStreamHandler`], `HalfDuplexCall` a
+//!   [`BidiHandler`] that answers once the client is done;
+//! - on a thread of its own: `FullDuplexCall` reads the requests from a
+//!   [`Streaming`] and answers through a [`Sink`].
+//!
+//! Requested statuses (`response_status`) end the call with that status, on
+//! unary and streaming calls, and the `x-grpc-test-echo-initial` and
+//! `x-grpc-test-echo-trailing-bin` metadata come back in the response
+//! headers and trailers.
 
-use crate::grpc_testing::test_service_server::{self, TestService, TestServiceServer};
+use crate::grpc_testing::test_service_server::TestService;
 use crate::grpc_testing::{
     EchoStatus, Empty, Payload, PayloadType, SimpleRequest, SimpleResponse,
-    StreamingOutputCallRequest,
+    StreamingInputCallRequest, StreamingInputCallResponse, StreamingOutputCallRequest,
+    StreamingOutputCallResponse,
 };
-use pajamax::{Code, Context, Reply, Service, Status};
+use pajamax::{
+    BidiHandler, BidiStream, ClientStream, ClientStreamHandler, Code, Context, Next, Producer,
+    Responses, ServerStream, Sink, Status, Streaming,
+};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 /// Request metadata whose value comes back with the response headers.
 pub const ECHO_INITIAL: &str = "x-grpc-test-echo-initial";
@@ -62,7 +74,204 @@ impl TestService for InteropService {
     ) -> Result<SimpleResponse, Status> {
         self.unary_call_with_context(ctx, request)
     }
+
+    fn streaming_output_call_with_context(
+        &self,
+        ctx: &mut Context<'_>,
+        request: StreamingOutputCallRequest,
+    ) -> Result<ServerStream<StreamingOutputCallResponse>, Status> {
+        echo_metadata(ctx)?;
+        Ok(ServerStream::from_producer(PacedAnswers::new(request)?))
+    }
+
+    fn streaming_input_call_with_context(
+        &self,
+        ctx: &mut Context<'_>,
+    ) -> Result<ClientStream<StreamingInputCallRequest, StreamingInputCallResponse>, Status> {
+        echo_metadata(ctx)?;
+        Ok(ClientStream::on_worker(PayloadCounter::default()))
+    }
+
+    fn full_duplex_call_with_context(
+        &self,
+        ctx: &mut Context<'_>,
+    ) -> Result<BidiStream<StreamingOutputCallRequest, StreamingOutputCallResponse>, Status> {
+        echo_metadata(ctx)?;
+        let (stream, requests, sink) = BidiStream::channel(ctx);
+        std::thread::Builder::new()
+            .name("interop-full-duplex".into())
+            .spawn(move || full_duplex(requests, sink))
+            .map_err(|err| Status::resource_exhausted(format!("no thread for the call: {err}")))?;
+        Ok(stream)
+    }
+
+    fn half_duplex_call_with_context(
+        &self,
+        ctx: &mut Context<'_>,
+    ) -> Result<BidiStream<StreamingOutputCallRequest, StreamingOutputCallResponse>, Status> {
+        echo_metadata(ctx)?;
+        Ok(BidiStream::on_worker(HalfDuplex::default()))
+    }
 }
+
+/// The answers of one `StreamingOutputCall` request, in order, each after
+/// its `interval_us`; the worker serves other calls while one waits.
+struct PacedAnswers {
+    kind: i32,
+    /// `(size, interval)` of each answer still to send.
+    left: VecDeque<(i32, Duration)>,
+    /// When the next answer is due.
+    due: Option<Instant>,
+    status: Option<Status>,
+}
+
+impl PacedAnswers {
+    fn new(request: StreamingOutputCallRequest) -> Result<PacedAnswers, Status> {
+        let mut left = VecDeque::new();
+        for parameters in &request.response_parameters {
+            let interval = u64::try_from(parameters.interval_us).map_err(|_| {
+                Status::invalid_argument(format!("negative interval_us {}", parameters.interval_us))
+            })?;
+            left.push_back((parameters.size, Duration::from_micros(interval)));
+        }
+        Ok(PacedAnswers {
+            kind: request.response_type,
+            left,
+            due: None,
+            status: requested_status(request.response_status.as_ref()),
+        })
+    }
+}
+
+impl Producer<StreamingOutputCallResponse> for PacedAnswers {
+    fn next(&mut self, now: Instant) -> Next<StreamingOutputCallResponse> {
+        let Some(&(size, interval)) = self.left.front() else {
+            return Next::End(self.status.take().map_or(Ok(()), Err));
+        };
+        let due = *self.due.get_or_insert(now + interval);
+        if due > now {
+            return Next::Wait(due);
+        }
+        self.left.pop_front();
+        self.due = None;
+        match payload(self.kind, size) {
+            Ok(payload) => Next::Message(StreamingOutputCallResponse {
+                payload: Some(payload),
+            }),
+            Err(status) => Next::End(Err(status)),
+        }
+    }
+}
+
+/// `StreamingInputCall`: the payload bytes of every request, summed.
+#[derive(Default)]
+struct PayloadCounter {
+    total: usize,
+}
+
+impl ClientStreamHandler<StreamingInputCallRequest, StreamingInputCallResponse> for PayloadCounter {
+    fn on_message(
+        &mut self,
+        _ctx: &mut Context<'_>,
+        request: StreamingInputCallRequest,
+    ) -> Result<(), Status> {
+        if request.expect_compressed.is_some_and(|flag| flag.value) {
+            return Err(Status::invalid_argument(
+                "the request was expected to be compressed but was not",
+            ));
+        }
+        self.total += request.payload.map_or(0, |p| p.body.len());
+        Ok(())
+    }
+
+    fn on_end(&mut self, _ctx: &mut Context<'_>) -> Result<StreamingInputCallResponse, Status> {
+        let total = i32::try_from(self.total)
+            .map_err(|_| Status::out_of_range("more payload bytes than an int32 holds"))?;
+        Ok(StreamingInputCallResponse {
+            aggregated_payload_size: total,
+        })
+    }
+}
+
+/// `FullDuplexCall`, on a thread of its own: each request is answered as
+/// it comes, each answer after its `interval_us`; a request asking for a
+/// status ends the call with it.
+fn full_duplex(
+    requests: Streaming<StreamingOutputCallRequest>,
+    mut sink: Sink<StreamingOutputCallResponse>,
+) {
+    for request in requests {
+        let request = match request {
+            Ok(request) => request,
+            Err(status) => return sink.finish(Err(status)),
+        };
+        if let Some(status) = requested_status(request.response_status.as_ref()) {
+            return sink.finish(Err(status));
+        }
+        for parameters in &request.response_parameters {
+            if parameters.interval_us > 0 {
+                std::thread::sleep(Duration::from_micros(parameters.interval_us as u64));
+            }
+            let answer = match payload(request.response_type, parameters.size) {
+                Ok(payload) => StreamingOutputCallResponse {
+                    payload: Some(payload),
+                },
+                Err(status) => return sink.finish(Err(status)),
+            };
+            if sink.send(&answer).is_err() {
+                // The call has ended (cancelled, deadline, connection gone).
+                return;
+            }
+        }
+    }
+    sink.finish(Ok(()));
+}
+
+/// `HalfDuplexCall`, on the worker: requests are kept until the client is
+/// done, then all of them are answered (without pauses: the worker does not
+/// wait).
+#[derive(Default)]
+struct HalfDuplex {
+    requests: Vec<StreamingOutputCallRequest>,
+}
+
+impl BidiHandler<StreamingOutputCallRequest, StreamingOutputCallResponse> for HalfDuplex {
+    fn on_message(
+        &mut self,
+        _ctx: &mut Context<'_>,
+        request: StreamingOutputCallRequest,
+        _responses: &mut Responses<'_, StreamingOutputCallResponse>,
+    ) -> Result<(), Status> {
+        if self.requests.len() >= MAX_HALF_DUPLEX_REQUESTS {
+            return Err(Status::resource_exhausted(
+                "too many requests kept for a half-duplex call",
+            ));
+        }
+        self.requests.push(request);
+        Ok(())
+    }
+
+    fn on_end(
+        &mut self,
+        _ctx: &mut Context<'_>,
+        responses: &mut Responses<'_, StreamingOutputCallResponse>,
+    ) -> Result<(), Status> {
+        for request in self.requests.drain(..) {
+            if let Some(status) = requested_status(request.response_status.as_ref()) {
+                return Err(status);
+            }
+            for parameters in &request.response_parameters {
+                responses.send(&StreamingOutputCallResponse {
+                    payload: Some(payload(request.response_type, parameters.size)?),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The most requests a half-duplex call keeps before it answers.
+const MAX_HALF_DUPLEX_REQUESTS: usize = 1000;
 
 /// What `UnaryCall` answers, once the metadata is echoed.
 fn answer_unary(request: SimpleRequest) -> Result<SimpleResponse, Status> {
@@ -148,72 +357,14 @@ fn echo_metadata(ctx: &mut Context<'_>) -> Result<(), Status> {
     Ok(())
 }
 
-/// Serves [`InteropService`] as `grpc.testing.TestService`.
-///
-/// Every method goes to the generated server, except `FullDuplexCall`: a
-/// call whose single request asks for a status ends with that status; any
-/// other is `UNIMPLEMENTED`, as streaming answers are not supported.
-#[derive(Debug, Clone)]
-pub struct InteropServer {
-    inner: TestServiceServer<InteropService>,
-    full_duplex: Option<usize>,
-}
-
-impl InteropServer {
-    /// A server of [`InteropService`].
-    pub fn new() -> InteropServer {
-        InteropServer {
-            inner: TestServiceServer::new(InteropService),
-            full_duplex: test_service_server::METHODS
-                .iter()
-                .position(|name| *name == "FullDuplexCall"),
-        }
-    }
-}
-
-impl Default for InteropServer {
-    fn default() -> InteropServer {
-        InteropServer::new()
-    }
-}
-
-impl Service for InteropServer {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn methods(&self) -> &'static [&'static str] {
-        self.inner.methods()
-    }
-
-    fn call(
-        &self,
-        method: usize,
-        ctx: &mut Context<'_>,
-        request: &[u8],
-        reply: &mut Reply<'_>,
-    ) -> Result<(), Status> {
-        if Some(method) != self.full_duplex {
-            return self.inner.call(method, ctx, request, reply);
-        }
-        let request: StreamingOutputCallRequest = pajamax::decode_request(request)?;
-        echo_metadata(ctx)?;
-        match requested_status(request.response_status.as_ref()) {
-            Some(status) => Err(status),
-            None => Err(Status::unimplemented(
-                "grpc.testing.TestService/FullDuplexCall: only a request asking for a status \
-                 is served; streaming answers are not supported yet",
-            )),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grpc_testing::{BoolValue, StreamingOutputCallResponse};
+    use crate::grpc_testing::test_service_server::TestServiceServer;
+    use crate::grpc_testing::BoolValue;
     use pajamax::grpc::context::ResponseMetadata;
     use pajamax::grpc::metadata::Metadata;
+    use pajamax::{Reply, Service};
     use prost::Message;
 
     /// Calls method `name` the way the server does; gives the encoded answer
@@ -223,16 +374,16 @@ mod tests {
         metadata: &Metadata,
         request: &[u8],
     ) -> (Result<Vec<u8>, Status>, ResponseMetadata) {
-        let server = InteropServer::new();
+        let server = TestServiceServer::new(InteropService);
         let method = server
             .methods()
             .iter()
-            .position(|m| *m == name)
+            .position(|m| m.name == name)
             .unwrap_or_else(|| panic!("no method {name}"));
         let mut response = ResponseMetadata::default();
         let mut ctx = Context::new(metadata, None, None, &mut response);
         let mut buf = Vec::new();
-        let result = server.call(method, &mut ctx, request, &mut Reply::new(&mut buf));
+        let result = server.unary(method, &mut ctx, request, &mut Reply::new(&mut buf));
         (result.map(|()| buf), response)
     }
 
@@ -243,9 +394,12 @@ mod tests {
 
     #[test]
     fn serves_the_test_service() {
-        let server = InteropServer::new();
+        let server = TestServiceServer::new(InteropService);
         assert_eq!(server.name(), "grpc.testing.TestService");
-        assert!(server.methods().contains(&"UnimplementedCall"));
+        assert!(server
+            .methods()
+            .iter()
+            .any(|m| m.name == "UnimplementedCall"));
     }
 
     #[test]
@@ -361,40 +515,42 @@ mod tests {
     }
 
     #[test]
-    fn full_duplex_call_serves_only_a_status() {
-        let request = StreamingOutputCallRequest {
-            response_status: Some(EchoStatus {
-                code: 2,
-                message: "test status message".into(),
-            }),
-            ..StreamingOutputCallRequest::default()
-        };
-        let (answer, _) = call("FullDuplexCall", &Metadata::new(), &request.encode_to_vec());
-        let err = answer.unwrap_err();
-        assert_eq!(
-            (err.code(), err.message()),
-            (Code::Unknown, "test status message")
-        );
-
-        let (answer, _) = call(
-            "FullDuplexCall",
-            &Metadata::new(),
-            &StreamingOutputCallRequest::default().encode_to_vec(),
-        );
+    fn unimplemented_call_answers_unimplemented() {
+        let (answer, _) = call("UnimplementedCall", &Metadata::new(), &[]);
         assert_eq!(answer.unwrap_err().code(), Code::Unimplemented);
-        let _ = StreamingOutputCallResponse::default();
     }
 
     #[test]
-    fn other_streaming_and_unimplemented_methods_answer_unimplemented() {
-        for name in [
-            "StreamingOutputCall",
-            "StreamingInputCall",
-            "HalfDuplexCall",
-            "UnimplementedCall",
-        ] {
-            let (answer, _) = call(name, &Metadata::new(), &[]);
-            assert_eq!(answer.unwrap_err().code(), Code::Unimplemented, "{name}");
-        }
+    fn paced_answers_wait_their_interval() {
+        let request = StreamingOutputCallRequest {
+            response_parameters: vec![
+                crate::grpc_testing::ResponseParameters {
+                    size: 3,
+                    interval_us: 0,
+                    ..Default::default()
+                },
+                crate::grpc_testing::ResponseParameters {
+                    size: 5,
+                    interval_us: 1000,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let mut answers = PacedAnswers::new(request).unwrap();
+        let start = Instant::now();
+        let Next::Message(first) = answers.next(start) else {
+            panic!("the first answer is due at once")
+        };
+        assert_eq!(first.payload.unwrap().body.len(), 3);
+        let Next::Wait(due) = answers.next(start) else {
+            panic!("the second one waits")
+        };
+        assert_eq!(due, start + Duration::from_millis(1));
+        let Next::Message(second) = answers.next(due) else {
+            panic!("due now")
+        };
+        assert_eq!(second.payload.unwrap().body.len(), 5);
+        assert!(matches!(answers.next(due), Next::End(Ok(()))));
     }
 }

@@ -23,13 +23,14 @@ pub mod grpc_testing {
 pub mod interop;
 
 pub mod dict_store;
+pub mod route_guide;
 
 use echo::echo_server::Echo;
 use echo::EchoMessage;
 use helloworld::greeter_server::Greeter;
 use helloworld::{HelloReply, HelloRequest};
-pub use interop::{InteropServer, InteropService};
-use pajamax::Status;
+pub use interop::InteropService;
+use pajamax::{ServerStream, Status};
 
 /// Greets whoever the request names.
 ///
@@ -52,7 +53,7 @@ impl Greeter for GreeterService {
     }
 }
 
-/// Sends back what it is sent; its streaming method is not served yet.
+/// Sends back what it is sent: once, or three times over as a stream.
 ///
 /// ```
 /// use pajamax_examples::echo::{echo_server::Echo, EchoMessage};
@@ -67,6 +68,10 @@ pub struct EchoService;
 impl Echo for EchoService {
     fn echo(&self, request: EchoMessage) -> Result<EchoMessage, Status> {
         Ok(request)
+    }
+
+    fn echo_stream(&self, request: EchoMessage) -> Result<ServerStream<EchoMessage>, Status> {
+        Ok(ServerStream::iter(std::iter::repeat_n(request, 3).map(Ok)))
     }
 
     fn ping(&self, _request: ()) -> Result<(), Status> {
@@ -96,13 +101,13 @@ mod tests {
         let method = service
             .methods()
             .iter()
-            .position(|m| *m == name)
+            .position(|m| m.name == name)
             .unwrap_or_else(|| panic!("{} has no method {name}", service.name()));
         let mut response = ResponseMetadata::default();
         let mut ctx = Context::new(metadata, None, None, &mut response);
         let mut buf = Vec::new();
         let mut reply = Reply::new(&mut buf);
-        let result = service.call(method, &mut ctx, request, &mut reply);
+        let result = service.unary(method, &mut ctx, request, &mut reply);
         (result.map(|()| buf), response)
     }
 
@@ -125,7 +130,8 @@ mod tests {
     fn names_follow_the_protos() {
         let greeter = GreeterServer::new(GreeterService);
         assert_eq!(greeter.name(), "helloworld.Greeter");
-        assert_eq!(greeter.methods(), ["SayHello"]);
+        let names = |s: &dyn Service| s.methods().iter().map(|m| m.name).collect::<Vec<_>>();
+        assert_eq!(names(&greeter), ["SayHello"]);
         assert_eq!(
             helloworld::greeter_server::SERVICE_NAME,
             "helloworld.Greeter"
@@ -133,7 +139,7 @@ mod tests {
 
         let echo = EchoServer::new(EchoService);
         assert_eq!(echo.name(), "echo.Echo");
-        assert_eq!(echo.methods(), ["Echo", "EchoStream", "Ping"]);
+        assert_eq!(names(&echo), ["Echo", "EchoStream", "Ping"]);
     }
 
     #[test]
@@ -157,17 +163,21 @@ mod tests {
     }
 
     #[test]
-    fn streaming_methods_answer_unimplemented() {
+    fn methods_are_called_by_their_kind() {
         let server = EchoServer::new(EchoService);
         let message = EchoMessage {
             message: "many".into(),
         };
+        let mut response = ResponseMetadata::default();
+        let metadata = Metadata::new();
+        let mut ctx = Context::new(&metadata, None, None, &mut response);
+        assert!(server
+            .server_streaming(1, &mut ctx, &message.encode_to_vec())
+            .is_ok());
+        // EchoStream is not unary.
         let err = call(&server, "EchoStream", &message.encode_to_vec()).unwrap_err();
         assert_eq!(err.code(), Code::Unimplemented);
-        assert_eq!(
-            err.message(),
-            "echo.Echo/EchoStream: streaming calls are not supported yet"
-        );
+        assert_eq!(err.message(), "echo.Echo has no unary method number 1");
     }
 
     #[test]
@@ -186,7 +196,7 @@ mod tests {
         let mut ctx = Context::new(&metadata, None, None, &mut response);
         let mut buf = Vec::new();
         let err = server
-            .call(7, &mut ctx, &[], &mut Reply::new(&mut buf))
+            .unary(7, &mut ctx, &[], &mut Reply::new(&mut buf))
             .unwrap_err();
         assert_eq!(err.code(), Code::Unimplemented);
     }

@@ -5,7 +5,9 @@ mod common;
 
 use common::{connect, free_local_addr, unary, KillOnDrop};
 use pajamax::dispatch;
-use pajamax_examples::dict_store::dict_store_server::{DictStoreCall, DictStoreServer};
+use pajamax_examples::dict_store::dict_store_server::{
+    DictStoreAnswer, DictStoreCall, DictStoreRequest, DictStoreServer,
+};
 use pajamax_examples::dict_store::{
     spawn_backends, DictStoreRouter, Entry, Key, ListShardReply, ListShardRequest, SetReply, Shard,
     Value,
@@ -383,6 +385,54 @@ async fn a_stopped_backend_answers_unavailable() {
     drop(router);
     shutdown(server).await;
     assert_eq!(backend.join().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_backend_may_answer_through_the_parts_of_a_call() {
+    // A read-only backend: it answers `Get` itself, and fails the rest.
+    let (sender, receiver) = dispatch::channel::<DictStoreCall>(16);
+    let backend = std::thread::spawn(move || {
+        for call in receiver {
+            let (request, mut answer) = call.into_parts();
+            answer
+                .trailers_mut()
+                .insert("x-answered-by", "parts")
+                .unwrap();
+            match (request, answer) {
+                (DictStoreRequest::Get(key), DictStoreAnswer::Get(responder)) => {
+                    responder.respond(Ok(Value {
+                        value: key.key.len() as f64,
+                    }));
+                }
+                (_, answer) => answer.fail(pajamax::Status::failed_precondition("read-only")),
+            }
+        }
+    });
+    let server = serve(1, DictStoreRouter::new(vec![sender]));
+    let channel = connect(&server.local_addr().to_string()).await;
+
+    let mut client = tonic::client::Grpc::new(channel.clone());
+    client.ready().await.unwrap();
+    let response = client
+        .unary(
+            tonic::Request::new(Key {
+                key: "five!".into(),
+            }),
+            "/dict_store.DictStore/Get".parse().unwrap(),
+            tonic_prost::ProstCodec::<Key, Value>::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.get_ref().value, 5.0);
+    assert_eq!(response.metadata().get("x-answered-by").unwrap(), "parts");
+
+    let status = set(&channel, "x", 1.0).await.unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    assert_eq!(status.message(), "read-only");
+    assert_eq!(status.metadata().get("x-answered-by").unwrap(), "parts");
+
+    shutdown(server).await;
+    backend.join().unwrap();
 }
 
 #[tokio::test]

@@ -63,16 +63,17 @@ async fn services_from_two_packages_share_a_server() {
     .await
     .unwrap();
     assert_eq!(echoed.message, "ping");
-    let status = unary::<EchoMessage, EchoMessage>(
+    let echoes: Vec<EchoMessage> = common::server_streaming(
         channel,
         "/echo.Echo/EchoStream",
-        EchoMessage {
+        tonic::Request::new(EchoMessage {
             message: "x".into(),
-        },
+        }),
     )
     .await
-    .unwrap_err();
-    assert_eq!(status.code(), tonic::Code::Unimplemented);
+    .unwrap();
+    assert_eq!(echoes.len(), 3);
+    assert!(echoes.iter().all(|echo| echo.message == "x"));
     tokio::task::spawn_blocking(move || server.shutdown())
         .await
         .unwrap();

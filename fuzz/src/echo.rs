@@ -8,7 +8,7 @@ use pajamax::grpc::context::Context;
 use pajamax::grpc::router::Router;
 use pajamax::{decode_request, Code, Reply, Service, Status};
 
-/// The service's methods, in the order [`Service::call`] numbers them.
+/// The service's methods, in the order [`Service::unary`] numbers them.
 pub const METHODS: &[&str] = &["Echo", "Raw", "Fail", "Meta", "Panic"];
 
 /// Echoes requests back in several ways.
@@ -21,11 +21,18 @@ impl Service for Echo {
         self.name
     }
 
-    fn methods(&self) -> &'static [&'static str] {
-        METHODS
+    fn methods(&self) -> &'static [pajamax::Method] {
+        const DESCRIBED: [pajamax::Method; 5] = [
+            pajamax::Method::unary(METHODS[0]),
+            pajamax::Method::unary(METHODS[1]),
+            pajamax::Method::unary(METHODS[2]),
+            pajamax::Method::unary(METHODS[3]),
+            pajamax::Method::unary(METHODS[4]),
+        ];
+        &DESCRIBED
     }
 
-    fn call(
+    fn unary(
         &self,
         method: usize,
         ctx: &mut Context<'_>,

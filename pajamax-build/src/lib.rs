@@ -24,23 +24,44 @@
 //!
 //! # What a service turns into
 //!
-//! For `service Greeter { rpc SayHello (HelloRequest) returns (HelloReply); }`
-//! in `package helloworld;` the package module gets a `greeter_server` module
-//! holding:
+//! For `service RouteGuide` in `package routeguide;` the package module gets
+//! a `route_guide_server` module holding:
 //!
-//! - `trait Greeter`, with two methods per unary rpc: `say_hello(&self,
-//!   request)` and `say_hello_with_context(&self, ctx, request)`. Both have
-//!   defaults (the first answers `UNIMPLEMENTED`, the second calls the
-//!   first), so an implementation overrides whichever one it needs.
-//! - `GreeterServer<T: Greeter>`, built with `GreeterServer::new(handler)`
-//!   or `GreeterServer::from_arc(shared)`, which implements
-//!   `pajamax::Service` and is what gets added to a server.
-//! - `SERVICE_NAME` (`"helloworld.Greeter"`) and `METHODS` (`["SayHello"]`).
+//! - `trait RouteGuide`, with two methods per rpc, both with defaults: the
+//!   plain one answers `UNIMPLEMENTED`, and the one ending in
+//!   `_with_context` calls the plain one. An implementation overrides
+//!   whichever it needs; the second also gets the call's
+//!   `pajamax::Context` (request metadata, deadline, peer, response
+//!   metadata). By kind of rpc:
+//!
+//!   | rpc | handlers |
+//!   | --- | --- |
+//!   | `GetFeature(Point) returns (Feature)` | `fn get_feature(&self, request: Point) -> Result<Feature, Status>` |
+//!   | `ListFeatures(Rectangle) returns (stream Feature)` | `fn list_features(&self, request: Rectangle) -> Result<ServerStream<Feature>, Status>` |
+//!   | `RecordRoute(stream Point) returns (RouteSummary)` | `fn record_route(&self) -> Result<ClientStream<Point, RouteSummary>, Status>` |
+//!   | `RouteChat(stream RouteNote) returns (stream RouteNote)` | `fn route_chat(&self) -> Result<BidiStream<RouteNote, RouteNote>, Status>` |
+//!
+//!   each with its `_with_context(&self, ctx, ...)` twin (`Status`,
+//!   `ServerStream`, `ClientStream` and `BidiStream` are pajamax's). A
+//!   server stream is made on the worker (`ServerStream::iter`,
+//!   `ServerStream::from_producer`) or sent from another thread
+//!   (`ServerStream::channel`); a client-streaming or bidirectional handler
+//!   runs when the call starts and returns who takes the request messages:
+//!   a handler on the worker (`ClientStream::on_worker`,
+//!   `BidiStream::on_worker`) or another thread (`ClientStream::channel`,
+//!   `BidiStream::channel`).
+//! - `RouteGuideServer<T: RouteGuide>`, built with `RouteGuideServer::new(handler)`
+//!   or `RouteGuideServer::from_arc(shared)`, which implements
+//!   `pajamax::Service` (the entry point of each kind the service has) and
+//!   is what gets added to a server.
+//! - `SERVICE_NAME` (`"routeguide.RouteGuide"`) and `METHODS`, every rpc's
+//!   name and kind in proto order.
 //!
 //! Method names are the `snake_case` of the proto names, with Rust keywords
 //! escaped as prost escapes field names (`Type` becomes `r#type`).
-//! `google.protobuf.Empty` is `()`, as in prost. Streaming rpcs have no
-//! handler yet: their routes exist and answer `UNIMPLEMENTED`.
+//! `google.protobuf.Empty` is `()`, as in prost. Proto comments become doc
+//! comments. Two rpcs whose Rust names meet give a `compile_error!` naming
+//! the name.
 //!
 //! # Dispatch mode
 //!
@@ -59,17 +80,28 @@
 //! }
 //! ```
 //!
-//! For `service DictStore { rpc Get (Key) returns (Value); ... }` in
-//! `package dict_store;`, the `dict_store_server` module then holds, beside
-//! `SERVICE_NAME` and `METHODS`:
+//! For `service DictStore { rpc Get (Key) returns (Value); rpc Watch (Key)
+//! returns (stream Value); ... }` in `package dict_store;`, the
+//! `dict_store_server` module then holds, beside `SERVICE_NAME` and
+//! `METHODS`:
 //!
-//! - `enum DictStoreRequest { Get(super::Key), ... }`, the decoded request,
-//!   one variant per unary rpc, named as the rpc is.
-//! - `struct DictStoreCall`, a request (`pub request`) with where its answer
-//!   goes; `call.handle(&mut shard)` runs the matching handler and answers
-//!   with its result, `call.trailers_mut()` adds trailers to the answer.
+//! - `enum DictStoreRequest { Get(super::Key), Watch(super::Key), ... }`,
+//!   the decoded request, one variant per unary or server-streaming rpc,
+//!   named as the rpc is.
+//! - `enum DictStoreAnswer { Get(pajamax::Responder),
+//!   Watch(pajamax::Sink<super::Value>), ... }`, where the answer goes,
+//!   with the same variants; `fail(status)` ends the call with an error.
+//! - `struct DictStoreCall`, a request (`pub request`) with its answer;
+//!   `call.handle(&mut shard)` runs the matching handler, `trailers_mut()`
+//!   adds trailers to the answer, `into_parts()` gives the request and the
+//!   `DictStoreAnswer` to answer some other way.
 //! - `trait DictStoreShard`, the handlers: `fn get(&mut self, request:
-//!   super::Key) -> Result<super::Value, pajamax::Status>`, each answering
+//!   super::Key) -> Result<super::Value, pajamax::Status>` for a unary rpc,
+//!   `fn watch(&mut self, request: super::Key, sink:
+//!   pajamax::Sink<super::Value>)` for a server-streaming one, which sends
+//!   the answers and finishes the sink. The sink's `send` waits for the
+//!   client's flow-control credit, so a slow client slows the thread that
+//!   sends; it fails once the client has cancelled. Each handler answers
 //!   `UNIMPLEMENTED` unless overridden.
 //! - `trait DictStoreDispatch`, with `fn dispatch_to(&self, request:
 //!   &DictStoreRequest) -> &pajamax::dispatch::Sender<DictStoreCall>`: the
@@ -77,10 +109,24 @@
 //! - `DictStoreServer<D: DictStoreDispatch>`, built with `new` or
 //!   `from_arc`, which implements `pajamax::Service`. A call whose queue is
 //!   full is answered `RESOURCE_EXHAUSTED`, one whose thread has stopped
-//!   `UNAVAILABLE`.
+//!   `UNAVAILABLE` (a server-streaming call through its sink).
+//!
+//! Client-streaming and bidirectional rpcs are not served in dispatch mode:
+//! they answer `UNIMPLEMENTED`, and the build prints a `cargo:warning`
+//! naming each. Generate such a service in local mode, where a handler can
+//! still hand the messages to a thread with `ClientStream::channel` or
+//! `BidiStream::channel`.
 //!
 //! See [`Builder::dispatch_services`], [`Builder::dispatch_all`] and
 //! [`Builder::local_services`] for choosing the mode of each service.
+//!
+//! # Build-time warnings
+//!
+//! Whatever the generated code cannot serve is reported as
+//! `cargo:warning=pajamax-build: package.Service/Method: ...`, never skipped
+//! silently: rpcs dispatch mode does not serve, rpc names that give no Rust
+//! identifier, and names that clash (which also fail the build with a
+//! `compile_error!`).
 
 #![forbid(unsafe_code)]
 
@@ -554,8 +600,17 @@ message Item { common.Id id = 1; }
         );
         assert!(code.contains("fn clear(&self, request: ())"), "{code}");
         assert!(code.contains("pub const SERVICE_NAME: &str = \"store.v1.Store\";"));
-        assert!(code.contains("pub const METHODS: &[&str] = &[\"Get\", \"Clear\", \"Watch\"];"));
-        assert!(code.contains("store.v1.Store/Watch: streaming calls are not supported yet"));
+        let methods: Vec<&str> = code
+            .match_indices("name: \"")
+            .map(|(at, _)| code[at + 7..].split('"').next().unwrap())
+            .collect();
+        assert_eq!(methods, ["Get", "Clear", "Watch"], "{code}");
+        // The server-streaming method is served like the others.
+        assert!(code.contains("fn watch("), "{code}");
+        assert!(
+            code.contains("pajamax::ServerStream<super::Item>"),
+            "{code}"
+        );
         // The imported package is generated too; the well-known one is not.
         assert!(dir.join("out/common.rs").exists());
         assert!(!dir.join("out/google.protobuf.rs").exists());

@@ -18,9 +18,13 @@ mod runtime;
 pub mod server;
 
 pub use grpc::context::Context;
-pub use grpc::deferred::Responder;
-pub use grpc::service::{decode_request, Reply, Service};
+pub use grpc::remote::{CancelReason, Cancelled, Responder, Sink, Streaming};
+pub use grpc::service::{decode_request, Method, MethodKind, Reply, Service};
 pub use grpc::status::{Code, Status};
+pub use grpc::streaming::{
+    BidiHandler, BidiStream, ClientStream, ClientStreamHandler, Next, Producer, Responses,
+    ServerStream,
+};
 pub use server::{Builder, Server, ServerHandle, Stats};
 
 /// Includes the Rust code that `pajamax-build` generated for a proto package.

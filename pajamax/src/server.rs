@@ -20,11 +20,7 @@ use std::time::Duration;
 /// # struct MyService;
 /// # impl pajamax::Service for MyService {
 /// #     fn name(&self) -> &'static str { "demo.Demo" }
-/// #     fn methods(&self) -> &'static [&'static str] { &[] }
-/// #     fn call(&self, _: usize, _: &mut pajamax::Context<'_>, _: &[u8],
-/// #             _: &mut pajamax::Reply<'_>) -> Result<(), pajamax::Status> {
-/// #         Err(pajamax::Status::unimplemented("none"))
-/// #     }
+/// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
 /// # }
 /// pajamax::Server::builder()
 ///     .workers(2)
@@ -197,15 +193,7 @@ impl Builder {
                 waker: waker.clone(),
             });
             worker_wakers.push(waker.clone());
-            let worker = Worker::new(
-                index,
-                router.clone(),
-                config.clone(),
-                shared.clone(),
-                receiver,
-                poll,
-                waker.clone(),
-            );
+            let (router, config, shared) = (router.clone(), config.clone(), shared.clone());
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
             let thread = std::thread::Builder::new()
                 .name(format!("pajamax-worker-{index}"))
@@ -215,7 +203,9 @@ impl Builder {
                             log::warn!("worker {index}: could not pin to core {}", core.id);
                         }
                     }
-                    worker.run();
+                    // Made on its own thread: the calls it will hold stay
+                    // there.
+                    Worker::new(index, router, config, shared, receiver, poll, waker).run();
                 })?;
             threads.push(thread);
         }

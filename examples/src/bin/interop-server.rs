@@ -4,7 +4,8 @@
 //! The host defaults to `127.0.0.1`. TLS is not supported: `--use_tls`
 //! is accepted only as `false`.
 
-use pajamax_examples::InteropServer;
+use pajamax_examples::grpc_testing::test_service_server::TestServiceServer;
+use pajamax_examples::InteropService;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: interop-server --port=N [--host=ADDRESS] [--use_tls=false]";
@@ -40,7 +41,7 @@ fn main() -> ExitCode {
         format!("{host}:{port}")
     };
     let served = pajamax::Server::builder()
-        .add_service(InteropServer::new())
+        .add_service(TestServiceServer::new(InteropService))
         .serve(addr.as_str());
     match served {
         Ok(()) => ExitCode::SUCCESS,

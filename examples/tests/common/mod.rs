@@ -24,6 +24,71 @@ where
     Ok(response.into_inner())
 }
 
+/// A server-streaming call to `path`: every answer, or the first error.
+pub async fn server_streaming<Req, Reply>(
+    channel: Channel,
+    path: &'static str,
+    request: tonic::Request<Req>,
+) -> Result<Vec<Reply>, tonic::Status>
+where
+    Req: prost::Message + Send + Sync + 'static,
+    Reply: prost::Message + Default + Send + Sync + 'static,
+{
+    let mut client = tonic::client::Grpc::new(channel);
+    client.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<Req, Reply>::default();
+    let mut stream = client
+        .server_streaming(request, path.parse().unwrap(), codec)
+        .await?
+        .into_inner();
+    let mut answers = Vec::new();
+    while let Some(answer) = stream.message().await? {
+        answers.push(answer);
+    }
+    Ok(answers)
+}
+
+/// A client-streaming call to `path` sending `requests`.
+pub async fn client_streaming<Req, Reply>(
+    channel: Channel,
+    path: &'static str,
+    requests: Vec<Req>,
+) -> Result<Reply, tonic::Status>
+where
+    Req: prost::Message + Send + Sync + 'static,
+    Reply: prost::Message + Default + Send + Sync + 'static,
+{
+    let mut client = tonic::client::Grpc::new(channel);
+    client.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<Req, Reply>::default();
+    let request = tonic::Request::new(tokio_stream::iter(requests));
+    let response = client
+        .client_streaming(request, path.parse().unwrap(), codec)
+        .await?;
+    Ok(response.into_inner())
+}
+
+/// A bidirectional call to `path`: the requests come from `requests`; the
+/// answers are returned as a stream.
+pub async fn bidi<Req, Reply>(
+    channel: Channel,
+    path: &'static str,
+    requests: tokio::sync::mpsc::Receiver<Req>,
+) -> Result<tonic::Streaming<Reply>, tonic::Status>
+where
+    Req: prost::Message + Send + Sync + 'static,
+    Reply: prost::Message + Default + Send + Sync + 'static,
+{
+    let mut client = tonic::client::Grpc::new(channel);
+    client.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<Req, Reply>::default();
+    let request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(requests));
+    let response = client
+        .streaming(request, path.parse().unwrap(), codec)
+        .await?;
+    Ok(response.into_inner())
+}
+
 /// Connects to `addr`, retrying while the server starts (up to 20 s).
 pub async fn connect(addr: &str) -> Channel {
     let started = Instant::now();

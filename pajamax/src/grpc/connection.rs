@@ -1,23 +1,43 @@
 //! gRPC calls on top of one HTTP/2 connection, sans I/O.
 //!
-//! [`GrpcConnection::recv`] takes the bytes of one read, runs the handler of
-//! every request they complete, and leaves all the answers in
-//! [`GrpcConnection::output`], to leave in one write.
+//! [`GrpcConnection`] turns the HTTP/2 events of each read into call events
+//! and coordinates the calls: a unary call whose request is complete runs
+//! at once (its message decoded straight from the input when it came in one
+//! frame); streaming calls keep their state ([`call`](super::call)) and are
+//! served on the worker or on another thread. Running handler code is the
+//! executor's part, framing the messages `framing`'s, encoding the answers
+//! `response`'s.
+//!
+//! Call order, as the runtime drives it:
+//! 1. [`GrpcConnection::recv`] with the bytes of a read;
+//! 2. [`GrpcConnection::deliver`] for each answer part that came back from
+//!    other threads, then [`GrpcConnection::settle`];
+//! 3. [`GrpcConnection::handle_timeout`] once [`GrpcConnection::poll_timeout`]
+//!    has come;
+//! 4. write [`GrpcConnection::output`], report it with
+//!    [`GrpcConnection::advance_output`], and call
+//!    [`GrpcConnection::produce`] while [`GrpcConnection::wants_to_produce`]
+//!    and the socket takes more.
 
 use crate::fast_hash::BuildStreamIdHasher;
-use crate::grpc::context::{Context, ResponseMetadata};
-use crate::grpc::deferred::{Answer, Inbox};
-use crate::grpc::metadata::Metadata;
+use crate::grpc::call::{Call, RemoteCall, State};
+use crate::grpc::context::{AnswerTo, Context, ResponseMetadata};
+use crate::grpc::executor;
+use crate::grpc::framing::{self, PREFIX_LEN};
+use crate::grpc::head;
+use crate::grpc::remote::{CancelReason, Delivery, Inbox, Part};
+use crate::grpc::response;
 use crate::grpc::router::{Route, Router};
-use crate::grpc::service::Reply;
-use crate::grpc::status::{Code, Status};
-use crate::grpc::{percent, timeout};
-use crate::h2::connection::{Connection, Event, Field};
+use crate::grpc::service::MethodKind;
+use crate::grpc::status::Status;
+use crate::grpc::streaming::{Inbound, Outgoing, Production, RawNext};
+use crate::grpc::timers::Timers;
+use crate::h2::connection::{Connection, Event};
 use crate::h2::frame::Reason;
 use crate::h2::Config as H2Config;
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,10 +47,14 @@ pub struct GrpcConfig {
     /// The largest request message accepted; a larger one is answered with
     /// RESOURCE_EXHAUSTED. Default 4 MiB.
     pub max_recv_message_size: usize,
-    /// Bytes of incomplete request messages one connection may buffer over
-    /// all its calls; a call whose data would pass it is answered with
+    /// Bytes of request messages one connection may hold over all its
+    /// calls (incomplete ones, and complete ones a handler has not taken
+    /// yet); a call whose data would pass it is answered with
     /// RESOURCE_EXHAUSTED. Default 64 MiB.
     pub max_buffered_request_bytes: usize,
+    /// Answer bytes that may wait in the output before producers on the
+    /// worker stop being pulled until it is written. Default 1 MiB.
+    pub produce_output_limit: usize,
     /// HTTP/2 settings and limits.
     pub h2: H2Config,
 }
@@ -40,25 +64,15 @@ impl Default for GrpcConfig {
         GrpcConfig {
             max_recv_message_size: 4 << 20,
             max_buffered_request_bytes: 64 << 20,
+            produce_output_limit: 1 << 20,
             h2: H2Config::default(),
         }
     }
 }
 
-/// Length of the Length-Prefixed-Message header: a compressed flag and a
-/// 32-bit big-endian length.
-const PREFIX_LEN: usize = 5;
-
-/// The state of one request until its handler runs.
-#[derive(Default)]
-struct Call {
-    /// `None` for a request that is not gRPC: its body is discarded and it
-    /// gets an HTTP 415 once complete.
-    route: Option<Route>,
-    buf: Vec<u8>,
-    metadata: Metadata,
-    deadline: Option<Instant>,
-}
+/// How many answer bytes a producer on the worker makes in one turn before
+/// the next producer's turn.
+const PRODUCE_CHUNK: usize = 16 << 10;
 
 /// The gRPC server side of one connection.
 pub struct GrpcConnection {
@@ -66,20 +80,44 @@ pub struct GrpcConnection {
     router: Arc<Router>,
     max_message: usize,
     max_buffered: usize,
-    /// Bytes in the calls' buffers now.
+    produce_limit: usize,
+    /// Answer bytes a thread's sink may have on their way.
+    credit: usize,
+    /// Request bytes that may wait for a thread.
+    incoming_limit: usize,
+    /// Request bytes the calls hold now.
     buffered: usize,
     peer: Option<SocketAddr>,
-    calls: HashMap<u32, Call, BuildStreamIdHasher>,
-    spare: Vec<Call>,
+    /// Boxed, so that a call moves as a pointer on the way from its
+    /// headers to its answer.
+    calls: HashMap<u32, Box<Call>, BuildStreamIdHasher>,
+    /// Boxes of finished calls, kept to be handed out again as they are.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Call>>,
+    max_spare: usize,
     events: Vec<Event>,
+    /// The framed answer of the unary call being answered.
     reply: Vec<u8>,
+    /// The response metadata of the unary call being run.
     response_metadata: ResponseMetadata,
+    /// Room for percent-encoded status messages.
     text: Vec<u8>,
-    /// Where deferred answers come back, and this connection's id there.
+    /// Where answers from other threads come back, and this connection's
+    /// id there.
     inbox: Option<(Arc<Inbox>, u64)>,
+    timers: Timers,
+    /// Producers on the worker that may send now.
+    ready: VecDeque<u32>,
+    /// Answer bytes of the producer being pulled.
+    scratch: Vec<u8>,
+    /// Answer parts of the handler being called.
+    outgoing: Outgoing,
+    /// Calls served on other threads that may be owed credit.
+    touched: Vec<u32>,
+    /// Calls with a deadline opened in this read.
+    new_deadlines: Vec<u32>,
+    due: Vec<u32>,
 }
-
-const NOT_GRPC_BODY: &[u8] = b"pajamax serves gRPC: send POST with content-type application/grpc\n";
 
 impl GrpcConnection {
     /// A connection serving the routes of `router`, for a client at `peer`.
@@ -93,42 +131,37 @@ impl GrpcConnection {
             router,
             max_message: config.max_recv_message_size,
             max_buffered: config.max_buffered_request_bytes,
+            produce_limit: config.produce_output_limit.max(1),
+            credit: config.h2.stream_send_buffer.max(1),
+            incoming_limit: (config.h2.initial_stream_window as usize).max(1),
             buffered: 0,
             peer,
             calls: HashMap::default(),
             spare: Vec::new(),
+            max_spare: config.h2.max_concurrent_streams as usize,
             events: Vec::new(),
             reply: Vec::new(),
             response_metadata: ResponseMetadata::default(),
             text: Vec::new(),
             inbox: None,
+            timers: Timers::default(),
+            ready: VecDeque::new(),
+            scratch: Vec::new(),
+            outgoing: Outgoing::default(),
+            touched: Vec::new(),
+            new_deadlines: Vec::new(),
+            due: Vec::new(),
         }
     }
 
-    /// Lets handlers defer their answers: they come back through `inbox`
-    /// tagged with `connection`, and are given to [`GrpcConnection::deliver`].
+    /// Lets handlers answer from other threads: the parts come back through
+    /// `inbox` tagged with `connection`, and are given to
+    /// [`GrpcConnection::deliver`].
     pub fn set_inbox(&mut self, inbox: Arc<Inbox>, connection: u64) {
         self.inbox = Some((inbox, connection));
     }
 
-    /// Sends a deferred answer; dropped if its stream is gone.
-    pub(crate) fn deliver(&mut self, answer: Answer) {
-        if !self.h2.is_stream_open(answer.stream) {
-            return;
-        }
-        self.response_metadata.clear();
-        self.response_metadata.trailers = answer.trailers;
-        match answer.result {
-            Ok(framed) => {
-                // Send from the answer's buffer, keeping the reply buffer
-                // (and its capacity) for the calls answered inline.
-                let inline = std::mem::replace(&mut self.reply, framed);
-                self.answer_message(answer.stream);
-                self.reply = inline;
-            }
-            Err(status) => self.answer_status(answer.stream, &status),
-        }
-    }
+    // ----- getters -----
 
     /// The HTTP/2 connection beneath.
     pub fn h2(&self) -> &Connection {
@@ -138,11 +171,6 @@ impl GrpcConnection {
     /// Bytes waiting to be written to the socket.
     pub fn output(&self) -> &[u8] {
         self.h2.output()
-    }
-
-    /// Reports that the first `n` bytes of [`GrpcConnection::output`] were written.
-    pub fn advance_output(&mut self, n: usize) {
-        self.h2.advance_output(n);
     }
 
     /// Whether the connection is finished (see [`Connection::is_closed`]).
@@ -160,15 +188,29 @@ impl GrpcConnection {
         self.h2.open_streams() == 0
     }
 
-    /// Starts a graceful shutdown: GOAWAY, then open calls finish.
-    pub fn go_away(&mut self) {
-        self.h2.go_away();
+    /// Request bytes the calls hold now.
+    pub fn buffered_request_bytes(&self) -> usize {
+        self.buffered
     }
 
-    /// Closes the connection with a GOAWAY carrying `reason`.
-    pub fn close(&mut self, reason: Reason, message: &'static str) {
-        self.h2.close(reason, message);
+    /// The calls open now.
+    pub fn open_calls(&self) -> usize {
+        self.calls.len()
     }
+
+    /// Whether producers on the worker may send more: call
+    /// [`GrpcConnection::produce`] once the output is written.
+    pub fn wants_to_produce(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// When the connection next needs [`GrpcConnection::handle_timeout`]: a
+    /// deadline, or a paced producer's time.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    // ----- input -----
 
     /// Processes the complete frames at the start of `input`, runs every
     /// request they complete, and returns how many bytes it used. `now` is
@@ -190,14 +232,15 @@ impl GrpcConnection {
                     data,
                     end_stream,
                 } => self.on_data(stream, &input[data], end_stream, now),
-                Event::Reset { stream } => {
-                    if let Some(call) = self.take_call(stream) {
-                        self.recycle(call);
-                    }
-                }
+                Event::Reset { stream } => self.on_reset(stream),
+                Event::Writable { stream } => self.on_writable(stream),
             }
         }
         self.events = events;
+        if !self.new_deadlines.is_empty() {
+            self.arm_deadlines();
+        }
+        self.settle(now);
         used
     }
 
@@ -214,110 +257,192 @@ impl GrpcConnection {
             return self.answer_status(stream, &status);
         }
         let mut call = self.spare.pop().unwrap_or_default();
-        let mut method_post = false;
-        let mut is_grpc = false;
-        let mut path: &[u8] = b"";
-        let mut encoding_ok = true;
-        for (name, value) in self.h2.fields().iter(fields) {
-            match name {
-                b":method" => method_post = value == b"POST",
-                b":path" => path = value,
-                b"content-type" => is_grpc = is_grpc_content_type(value),
-                b"grpc-timeout" => {
-                    call.deadline = timeout::parse(value).and_then(|d| now.checked_add(d))
-                }
-                b"grpc-encoding" => encoding_ok = value == b"identity",
-                b"te" | b"grpc-accept-encoding" => {}
-                _ if name.starts_with(b":") => {}
-                _ => call.metadata.push(name, value),
-            }
-        }
-        if !(method_post && is_grpc) {
-            call.route = None;
-        } else {
-            match self.router.route(path) {
-                Some(route) => call.route = Some(route),
-                None => {
-                    let status = unimplemented_status(&self.router, path);
-                    self.recycle(call);
-                    return self.answer_status(stream, &status);
-                }
-            }
-            if !encoding_ok {
+        let head = head::parse(self.h2.fields().iter(fields), now, &mut call.metadata);
+        call.deadline = head.deadline;
+        call.recv_done = end_stream;
+        if head.is_grpc {
+            let Some(route) = self.router.route(head.path) else {
+                let status = unimplemented_status(&self.router, head.path);
+                self.recycle(call);
+                return self.answer_status(stream, &status);
+            };
+            if !head.identity {
                 self.recycle(call);
                 let status =
                     Status::unimplemented("message compression is not supported; use identity");
                 return self.answer_status(stream, &status);
             }
+            call.route = Some(route);
+            if matches!(
+                route.kind,
+                MethodKind::ClientStreaming | MethodKind::BidiStreaming
+            ) {
+                return self.start_inbound(stream, call, route, now);
+            }
         }
         if end_stream {
-            return self.finish(stream, call, now);
+            return self.finish_collecting(stream, call, now);
+        }
+        if call.deadline.is_some() {
+            self.new_deadlines.push(stream);
         }
         self.calls.insert(stream, call);
     }
 
     fn on_data(&mut self, stream: u32, data: &[u8], end_stream: bool, now: Instant) {
-        let Some(call) = self.calls.get_mut(&stream) else {
+        let Entry::Occupied(mut entry) = self.calls.entry(stream) else {
             return;
         };
-        if call.route.is_some() {
-            if call.buf.is_empty()
-                && end_stream
-                && message_len(data) == Some(data.len())
-                && check_buffered(data, self.max_message).is_none()
-            {
-                // The whole message is in this frame: no copy.
-                let call = self.take_call(stream).expect("found above");
-                self.run(stream, &call, &data[PREFIX_LEN..], now);
-                return self.recycle(call);
+        let call = entry.get_mut();
+        if call.inbound.is_empty()
+            && end_stream
+            && matches!(call.state, State::Collecting)
+            && call.route.is_some()
+            && framing::message_len(data) == Some(data.len())
+            && framing::check_prefix(data, self.max_message).is_ok()
+        {
+            // The whole message is in this frame: no copy, and one look-up
+            // of the call.
+            let call = entry.remove();
+            return self.run_single(stream, call, &data[PREFIX_LEN..], now);
+        }
+        if end_stream {
+            call.recv_done = true;
+        }
+        match &call.state {
+            State::Collecting => {}
+            State::Handling { .. } => return self.take_in(stream, data),
+            State::Remote(remote) if remote.incoming => return self.take_in(stream, data),
+            // The request is complete; what follows is not the handler's.
+            State::Producing { .. } | State::Remote(_) => {
+                return self.h2.release_capacity(stream, data.len())
             }
-            if self.buffered + data.len() > self.max_buffered {
-                let call = self.take_call(stream).expect("found above");
-                self.recycle(call);
-                let status = Status::resource_exhausted(
-                    "the connection buffers too many incomplete requests",
-                );
-                return self.answer_status(stream, &status);
+        }
+        if call.route.is_none() {
+            // Not gRPC: the body is discarded.
+            if !end_stream {
+                self.h2.release_capacity(stream, data.len());
+                return;
             }
-            call.buf.extend_from_slice(data);
-            self.buffered += data.len();
-            if let Some(problem) = check_buffered(&call.buf, self.max_message) {
-                let call = self.take_call(stream).expect("found above");
-                self.recycle(call);
-                return self.answer_status(stream, &problem);
-            }
+            let call = self.take_call(stream).expect("found above");
+            return self.finish_collecting(stream, call, now);
+        }
+        if self.buffered + data.len() > self.max_buffered {
+            let call = self.take_call(stream).expect("found above");
+            self.recycle(call);
+            let status =
+                Status::resource_exhausted("the connection buffers too many incomplete requests");
+            return self.answer_status(stream, &status);
+        }
+        call.inbound.extend(data);
+        self.buffered += data.len();
+        let bytes = call.inbound.bytes();
+        let problem = match framing::check_prefix(bytes, self.max_message) {
+            Err(status) => Some(status),
+            Ok(()) if framing::message_len(bytes).is_some_and(|total| bytes.len() > total) => Some(
+                Status::internal("more than one request message in a unary call"),
+            ),
+            Ok(()) => None,
+        };
+        if let Some(status) = problem {
+            let call = self.take_call(stream).expect("found above");
+            self.recycle(call);
+            return self.answer_status(stream, &status);
         }
         if end_stream {
             let call = self.take_call(stream).expect("found above");
-            self.finish(stream, call, now);
-        }
-    }
-
-    /// The client is done sending: answer with what it sent.
-    fn finish(&mut self, stream: u32, call: Call, now: Instant) {
-        if call.route.is_none() {
-            self.answer_not_grpc(stream);
-        } else if call.buf.is_empty() {
-            self.answer_status(
-                stream,
-                &Status::internal("unary call without a request message"),
-            );
-        } else if message_len(&call.buf) == Some(call.buf.len()) {
-            self.run(stream, &call, &call.buf[PREFIX_LEN..], now);
+            self.finish_collecting(stream, call, now);
         } else {
-            self.answer_status(stream, &Status::internal("request message truncated"));
+            // Bounded by the message size limit: let the client go on.
+            self.h2.release_capacity(stream, data.len());
         }
-        self.recycle(call);
     }
 
-    fn run(&mut self, stream: u32, call: &Call, message: &[u8], now: Instant) {
+    fn on_reset(&mut self, stream: u32) {
+        if let Some(call) = self.take_call(stream) {
+            if let State::Remote(remote) = &call.state {
+                remote.shared.cancel(CancelReason::Cancelled);
+            }
+            self.recycle(call);
+        }
+    }
+
+    fn on_writable(&mut self, stream: u32) {
+        let Some(call) = self.calls.get_mut(&stream) else {
+            return;
+        };
+        match &mut call.state {
+            State::Collecting => {}
+            State::Producing { wake_at, .. } => {
+                if wake_at.is_none() && !call.queued {
+                    call.queued = true;
+                    self.ready.push_back(stream);
+                }
+            }
+            State::Handling { blocked, .. } => {
+                if *blocked {
+                    *blocked = false;
+                    self.pump(stream);
+                }
+            }
+            State::Remote(_) => {
+                self.drain_backlog(stream);
+                self.touch(stream);
+            }
+        }
+    }
+
+    // ----- calls with one request message -----
+
+    /// The client is done sending a unary or server-streaming request (or
+    /// a request that is not gRPC): answer with what it sent.
+    fn finish_collecting(&mut self, stream: u32, call: Box<Call>, now: Instant) {
+        if call.route.is_none() {
+            self.recycle(call);
+            return response::send_not_grpc(&mut self.h2, stream);
+        }
+        let bytes = call.inbound.bytes();
+        if bytes.is_empty() {
+            self.recycle(call);
+            let status = Status::internal("call without a request message");
+            return self.answer_status(stream, &status);
+        }
+        if framing::message_len(bytes) != Some(bytes.len()) {
+            self.recycle(call);
+            return self.answer_status(stream, &Status::internal("request message truncated"));
+        }
+        // The message is borrowed from the call's buffer while the call is
+        // run; move the buffer out for that.
+        let mut call = call;
+        let inbound = std::mem::take(&mut call.inbound);
+        self.run_single(stream, call, &inbound.bytes()[PREFIX_LEN..], now);
+        // The call took another buffer if it lives on; keep this one.
+        let mut inbound = inbound;
+        inbound.clear();
+        if inbound.capacity() <= 64 << 10 {
+            if let Some(spare) = self.spare.last_mut() {
+                if spare.inbound.capacity() == 0 {
+                    spare.inbound = inbound;
+                }
+            }
+        }
+    }
+
+    /// Runs the handler of a call whose one request message is `message`.
+    fn run_single(&mut self, stream: u32, call: Box<Call>, message: &[u8], now: Instant) {
         let route = call.route.expect("only gRPC calls run");
         if call.deadline.is_some_and(|deadline| deadline <= now) {
-            return self.answer_status(
-                stream,
-                &Status::deadline_exceeded("deadline passed before the call started"),
-            );
+            self.recycle(call);
+            let status = Status::deadline_exceeded("deadline passed before the call started");
+            return self.answer_status(stream, &status);
         }
+        match route.kind {
+            MethodKind::ServerStreaming => self.start_server_stream(stream, call, route, message),
+            _ => self.run_unary(stream, call, route, message),
+        }
+    }
+
+    fn run_unary(&mut self, stream: u32, mut call: Box<Call>, route: Route, message: &[u8]) {
         self.response_metadata.clear();
         let service = self.router.service(route.service);
         let mut ctx = Context::new(
@@ -327,157 +452,687 @@ impl GrpcConnection {
             &mut self.response_metadata,
         );
         if let Some((inbox, connection)) = &self.inbox {
-            ctx = ctx.answer_to(inbox, *connection, stream);
+            ctx = ctx.answer_to(AnswerTo {
+                inbox,
+                connection: *connection,
+                stream,
+                credit: self.credit,
+                incoming_limit: self.incoming_limit,
+            });
         }
-        let mut reply = Reply::with_prefix_room(&mut self.reply);
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            service.call(route.method, &mut ctx, message, &mut reply)
-        }));
-        if ctx.is_deferred() && outcome.is_ok() {
-            return;
+        let outcome = executor::unary(
+            service,
+            route.method as usize,
+            &mut ctx,
+            message,
+            &mut self.reply,
+        );
+        if let Some(shared) = ctx.take_remote() {
+            if outcome.is_ok() {
+                // Deferred: the answer comes back through the inbox; what
+                // the handler returned does not count.
+                call.state = State::Remote(Box::new(RemoteCall::new(shared, false)));
+                return self.keep(stream, call);
+            }
+            shared.cancel(CancelReason::Ended);
         }
-        let status = match outcome {
-            Ok(Ok(())) => {
-                let len = (self.reply.len() - PREFIX_LEN) as u32;
-                self.reply[1..PREFIX_LEN].copy_from_slice(&len.to_be_bytes());
-                return self.answer_message(stream);
-            }
-            Ok(Err(status)) => status,
-            Err(_) => {
-                log::error!("handler of stream {stream} panicked");
-                Status::internal("handler panicked")
-            }
-        };
-        self.answer_status(stream, &status);
+        self.recycle(call);
+        match outcome.and_then(|inner| inner) {
+            Ok(()) => self.answer_message(stream),
+            Err(status) => self.answer_status(stream, &status),
+        }
     }
 
+    fn start_server_stream(
+        &mut self,
+        stream: u32,
+        mut call: Box<Call>,
+        route: Route,
+        message: &[u8],
+    ) {
+        let service = self.router.service(route.service);
+        let mut ctx = Context::new(&call.metadata, call.deadline, self.peer, &mut call.response);
+        if let Some((inbox, connection)) = &self.inbox {
+            ctx = ctx.answer_to(AnswerTo {
+                inbox,
+                connection: *connection,
+                stream,
+                credit: self.credit,
+                incoming_limit: self.incoming_limit,
+            });
+        }
+        let outcome = executor::server_stream(service, route.method as usize, &mut ctx, message);
+        let remote = ctx.take_remote();
+        match (outcome, remote) {
+            (Ok(Production::Local(producer)), remote) => {
+                if let Some(shared) = remote {
+                    shared.cancel(CancelReason::Ended);
+                }
+                call.state = State::Producing {
+                    producer,
+                    wake_at: None,
+                };
+                call.queued = true;
+                self.ready.push_back(stream);
+                self.keep(stream, call);
+            }
+            (Ok(Production::Remote), Some(shared)) => {
+                call.state = State::Remote(Box::new(RemoteCall::new(shared, false)));
+                self.keep(stream, call);
+            }
+            (Ok(Production::Remote), None) => {
+                // A channel made outside a server: nothing will answer.
+                self.end_call(
+                    stream,
+                    call,
+                    Some(Status::internal("the stream's sink goes nowhere")),
+                );
+            }
+            (Err(status), remote) => {
+                if let Some(shared) = remote {
+                    shared.cancel(CancelReason::Ended);
+                }
+                self.end_call(stream, call, Some(status));
+            }
+        }
+    }
+
+    // ----- calls with a stream of request messages -----
+
+    /// Starts a client-streaming or bidirectional call: its handler runs
+    /// as the request headers arrive.
+    fn start_inbound(&mut self, stream: u32, mut call: Box<Call>, route: Route, now: Instant) {
+        if call.deadline.is_some_and(|deadline| deadline <= now) {
+            self.recycle(call);
+            let status = Status::deadline_exceeded("deadline passed before the call started");
+            return self.answer_status(stream, &status);
+        }
+        let service = self.router.service(route.service);
+        let mut ctx = Context::new(&call.metadata, call.deadline, self.peer, &mut call.response);
+        if let Some((inbox, connection)) = &self.inbox {
+            ctx = ctx.answer_to(AnswerTo {
+                inbox,
+                connection: *connection,
+                stream,
+                credit: self.credit,
+                incoming_limit: self.incoming_limit,
+            });
+        }
+        let outcome = executor::inbound(service, route.kind, route.method as usize, &mut ctx);
+        let remote = ctx.take_remote();
+        match (outcome, remote) {
+            (Ok(Inbound::Local(handler)), remote) => {
+                if let Some(shared) = remote {
+                    shared.cancel(CancelReason::Ended);
+                }
+                call.state = State::Handling {
+                    handler,
+                    blocked: false,
+                };
+            }
+            (Ok(Inbound::Remote), Some(shared)) => {
+                call.state = State::Remote(Box::new(RemoteCall::new(shared, true)));
+            }
+            (Ok(Inbound::Remote), None) => {
+                let status = Status::internal("the stream's channel goes nowhere");
+                return self.end_call(stream, call, Some(status));
+            }
+            (Err(status), remote) => {
+                if let Some(shared) = remote {
+                    shared.cancel(CancelReason::Ended);
+                }
+                return self.end_call(stream, call, Some(status));
+            }
+        }
+        if call.deadline.is_some() {
+            self.new_deadlines.push(stream);
+        }
+        self.calls.insert(stream, call);
+        if self.calls[&stream].recv_done {
+            self.pump(stream);
+        }
+    }
+
+    /// Request bytes of a streaming call: kept, then handed on as complete
+    /// messages.
+    fn take_in(&mut self, stream: u32, data: &[u8]) {
+        if self.buffered + data.len() > self.max_buffered {
+            let call = self.take_call(stream).expect("checked by the caller");
+            let status =
+                Status::resource_exhausted("the connection buffers too many request messages");
+            return self.end_call(stream, call, Some(status));
+        }
+        let call = self.calls.get_mut(&stream).expect("checked by the caller");
+        call.inbound.extend(data);
+        call.unreleased += data.len();
+        self.buffered += data.len();
+        self.pump(stream);
+    }
+
+    /// Hands the complete request messages of a streaming call to whoever
+    /// takes them, as far as they take them; then opens the client's window
+    /// for what was taken, and ends the request side once the client is
+    /// done.
+    fn pump(&mut self, stream: u32) {
+        loop {
+            let Some(call) = self.calls.get_mut(&stream) else {
+                return;
+            };
+            let next = match call.inbound.next_message(self.max_message) {
+                Ok(next) => next,
+                Err(status) => {
+                    let call = self.take_call(stream).expect("found above");
+                    return self.end_call(stream, call, Some(status));
+                }
+            };
+            let Some(range) = next else {
+                break;
+            };
+            let taken = match &mut call.state {
+                State::Handling { handler, blocked } => {
+                    if *blocked {
+                        break;
+                    }
+                    let out = &mut self.outgoing;
+                    out.messages.clear();
+                    out.headers_now = false;
+                    out.full = false;
+                    let mut ctx =
+                        Context::new(&call.metadata, call.deadline, self.peer, &mut call.response);
+                    let message = &call.inbound.bytes()[range.start + PREFIX_LEN..range.end];
+                    match executor::on_message(handler.as_mut(), &mut ctx, message, out) {
+                        Ok(()) => true,
+                        Err(status) => {
+                            let mut call = self.take_call(stream).expect("found above");
+                            self.flush_outgoing(stream, &mut call);
+                            return self.end_call(stream, call, Some(status));
+                        }
+                    }
+                }
+                State::Remote(remote) => {
+                    if remote.incoming_blocked {
+                        break;
+                    }
+                    let accepted = remote.shared.offer(&call.inbound.bytes()[range.clone()]);
+                    if !accepted {
+                        remote.incoming_blocked = true;
+                        break;
+                    }
+                    false
+                }
+                _ => return,
+            };
+            call.inbound.consume(range.len());
+            self.buffered -= range.len();
+            if taken {
+                self.send_outgoing(stream);
+            }
+        }
+        let Some(call) = self.calls.get_mut(&stream) else {
+            return;
+        };
+        let blocked = match &call.state {
+            State::Handling { blocked, .. } => *blocked,
+            State::Remote(remote) => remote.incoming_blocked,
+            _ => false,
+        };
+        if blocked {
+            return;
+        }
+        // Taken in: what remains is at most one incomplete message, bounded
+        // by the message size limit.
+        if call.unreleased > 0 {
+            let unreleased = std::mem::take(&mut call.unreleased);
+            self.h2.release_capacity(stream, unreleased);
+        }
+        let call = self.calls.get_mut(&stream).expect("found above");
+        if !call.recv_done {
+            return;
+        }
+        if !call.inbound.is_empty() {
+            let call = self.take_call(stream).expect("found above");
+            let status = Status::internal("request message truncated");
+            return self.end_call(stream, call, Some(status));
+        }
+        match &mut call.state {
+            State::Handling { handler, .. } => {
+                let out = &mut self.outgoing;
+                out.messages.clear();
+                out.headers_now = false;
+                out.full = false;
+                let mut ctx =
+                    Context::new(&call.metadata, call.deadline, self.peer, &mut call.response);
+                let client_streaming = call
+                    .route
+                    .is_some_and(|r| r.kind == MethodKind::ClientStreaming);
+                if client_streaming {
+                    if let Some((inbox, connection)) = &self.inbox {
+                        ctx = ctx.answer_to(AnswerTo {
+                            inbox,
+                            connection: *connection,
+                            stream,
+                            credit: self.credit,
+                            incoming_limit: self.incoming_limit,
+                        });
+                    }
+                }
+                let outcome = executor::on_end(handler.as_mut(), &mut ctx, out);
+                let remote = ctx.take_remote();
+                let mut call = self.take_call(stream).expect("found above");
+                if let Some(shared) = remote {
+                    if outcome.is_ok() {
+                        call.state = State::Remote(Box::new(RemoteCall::new(shared, false)));
+                        return self.keep(stream, call);
+                    }
+                    shared.cancel(CancelReason::Ended);
+                }
+                let outcome = outcome.and_then(|inner| inner);
+                if outcome.is_ok() {
+                    self.flush_outgoing(stream, &mut call);
+                }
+                self.end_call(stream, call, outcome.err());
+            }
+            State::Remote(remote) if remote.incoming => {
+                remote.incoming = false;
+                remote.shared.end_incoming(None);
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends what the handler just produced; marks it blocked when the
+    /// stream's send buffer is full.
+    fn send_outgoing(&mut self, stream: u32) {
+        let Some(call) = self.calls.get_mut(&stream) else {
+            return;
+        };
+        let out = &self.outgoing;
+        if (out.headers_now || !out.messages.is_empty()) && !call.headers_sent {
+            call.headers_sent = true;
+            response::send_headers(&mut self.h2, stream, &call.response.headers);
+        }
+        if !out.messages.is_empty() {
+            let sent = self.h2.send_data(stream, &out.messages, false);
+            debug_assert_eq!(sent, out.messages.len(), "delivery waits for room");
+        }
+        if let State::Handling { blocked, .. } = &mut call.state {
+            *blocked = call.headers_sent && self.h2.send_capacity(stream) == 0;
+        }
+    }
+
+    /// Sends what the handler produced on a call already taken out of the
+    /// table.
+    fn flush_outgoing(&mut self, stream: u32, call: &mut Call) {
+        let out = &self.outgoing;
+        if out.messages.is_empty() && !out.headers_now {
+            return;
+        }
+        if !call.headers_sent {
+            call.headers_sent = true;
+            response::send_headers(&mut self.h2, stream, &call.response.headers);
+        }
+        if !out.messages.is_empty() {
+            self.h2.send_data(stream, &out.messages, false);
+        }
+    }
+
+    // ----- producers on the worker -----
+
+    /// Pulls the producers that may send, each in turn, until they wait or
+    /// the output holds [`GrpcConfig::produce_output_limit`] bytes; call
+    /// again after writing while [`GrpcConnection::wants_to_produce`].
+    pub fn produce(&mut self, now: Instant) {
+        let mut turns = self.ready.len();
+        while turns > 0 {
+            turns -= 1;
+            if self.h2.output().len() >= self.produce_limit {
+                break;
+            }
+            let Some(stream) = self.ready.pop_front() else {
+                break;
+            };
+            let Some(call) = self.calls.get_mut(&stream) else {
+                continue;
+            };
+            call.queued = false;
+            let State::Producing { producer, wake_at } = &mut call.state else {
+                continue;
+            };
+            let room = if call.headers_sent {
+                self.h2.send_capacity(stream)
+            } else {
+                PRODUCE_CHUNK
+            };
+            let budget = room.min(PRODUCE_CHUNK);
+            if budget == 0 {
+                continue;
+            }
+            self.scratch.clear();
+            let mut end = None;
+            while self.scratch.len() < budget {
+                match executor::pull(producer.as_mut(), now, &mut self.scratch) {
+                    RawNext::Message => {}
+                    RawNext::Wait(at) => {
+                        *wake_at = Some(at);
+                        self.timers.add(at, stream);
+                        break;
+                    }
+                    RawNext::End(result) => {
+                        end = Some(result.err());
+                        break;
+                    }
+                }
+            }
+            let waiting = wake_at.is_some();
+            if !self.scratch.is_empty() {
+                if !call.headers_sent {
+                    call.headers_sent = true;
+                    response::send_headers(&mut self.h2, stream, &call.response.headers);
+                }
+                let sent = self.h2.send_data(stream, &self.scratch, false);
+                debug_assert_eq!(sent, self.scratch.len(), "pulled within capacity");
+            }
+            if let Some(status) = end {
+                let call = self.take_call(stream).expect("found above");
+                self.end_call(stream, call, status);
+                continue;
+            }
+            if !waiting && self.h2.send_capacity(stream) > 0 {
+                let call = self.calls.get_mut(&stream).expect("found above");
+                call.queued = true;
+                self.ready.push_back(stream);
+            }
+        }
+    }
+
+    // ----- answers from other threads -----
+
+    /// Takes one answer part that came back from another thread; dropped if
+    /// its call has ended. Call [`GrpcConnection::settle`] after a batch.
+    pub(crate) fn deliver(&mut self, delivery: Delivery) {
+        let stream = delivery.stream;
+        let Some(call) = self.calls.get_mut(&stream) else {
+            return;
+        };
+        let State::Remote(remote) = &mut call.state else {
+            return;
+        };
+        match delivery.part {
+            Part::Headers(metadata) => {
+                if !call.headers_sent {
+                    call.headers_sent = true;
+                    response::send_headers(&mut self.h2, stream, &metadata);
+                }
+            }
+            Part::Message(bytes) => {
+                if !call.headers_sent {
+                    call.headers_sent = true;
+                    response::send_headers(&mut self.h2, stream, &call.response.headers);
+                }
+                if remote.backlog.is_empty() && self.h2.send_data(stream, &bytes, false) > 0 {
+                    remote.unacked += bytes.len();
+                    self.touch(stream);
+                } else {
+                    remote.backlog.push_back(bytes);
+                }
+            }
+            Part::Finish { status, trailers } => {
+                call.response.trailers = trailers;
+                if remote.backlog.is_empty() {
+                    let call = self.take_call(stream).expect("found above");
+                    self.end_call(stream, call, status);
+                } else {
+                    remote.finish = Some(status);
+                }
+            }
+            Part::Answer {
+                result,
+                headers,
+                trailers,
+            } => {
+                let call = self.take_call(stream).expect("found above");
+                self.recycle(call);
+                self.response_metadata.clear();
+                self.response_metadata.headers = headers;
+                self.response_metadata.trailers = trailers;
+                match result {
+                    Ok(framed) => {
+                        // Send from the answer's buffer, keeping the reply
+                        // buffer (and its room) for the calls answered
+                        // inline.
+                        let inline = std::mem::replace(&mut self.reply, framed);
+                        self.answer_message(stream);
+                        self.reply = inline;
+                    }
+                    Err(status) => self.answer_status(stream, &status),
+                }
+            }
+            Part::Resume => {
+                remote.incoming_blocked = false;
+                self.pump(stream);
+            }
+        }
+    }
+
+    /// Sends what a remote call's stream could not take before, and its
+    /// end once all of it is out.
+    fn drain_backlog(&mut self, stream: u32) {
+        let Some(call) = self.calls.get_mut(&stream) else {
+            return;
+        };
+        let State::Remote(remote) = &mut call.state else {
+            return;
+        };
+        while let Some(bytes) = remote.backlog.front() {
+            if self.h2.send_data(stream, bytes, false) == 0 {
+                return;
+            }
+            remote.unacked += bytes.len();
+            remote.backlog.pop_front();
+        }
+        if let Some(status) = remote.finish.take() {
+            let call = self.take_call(stream).expect("found above");
+            self.end_call(stream, call, status);
+        }
+    }
+
+    fn touch(&mut self, stream: u32) {
+        if !self.touched.contains(&stream) {
+            self.touched.push(stream);
+        }
+    }
+
+    /// Does what deliveries and events left to do: returns credit to the
+    /// threads whose answer bytes left for the client, and pulls the
+    /// producers that may send.
+    #[inline]
+    pub fn settle(&mut self, now: Instant) {
+        if !self.touched.is_empty() || !self.ready.is_empty() {
+            self.settle_streams(now);
+        }
+    }
+
+    fn settle_streams(&mut self, now: Instant) {
+        for stream in self.touched.drain(..) {
+            let Some(call) = self.calls.get_mut(&stream) else {
+                continue;
+            };
+            let State::Remote(remote) = &mut call.state else {
+                continue;
+            };
+            let gone = remote.unacked.saturating_sub(self.h2.buffered(stream));
+            if gone > 0 {
+                remote.unacked -= gone;
+                remote.shared.return_credit(gone);
+            }
+        }
+        if !self.ready.is_empty() {
+            self.produce(now);
+        }
+    }
+
+    // ----- time -----
+
+    /// Ends the calls whose deadline has passed by `now`
+    /// (`DEADLINE_EXCEEDED`), and wakes the producers whose time has come.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut due = std::mem::take(&mut self.due);
+        self.timers.expire(now, &mut due);
+        for stream in due.drain(..) {
+            let Some(call) = self.calls.get_mut(&stream) else {
+                continue;
+            };
+            if call.deadline.is_some_and(|deadline| deadline <= now) {
+                let call = self.take_call(stream).expect("found above");
+                if let State::Remote(remote) = &call.state {
+                    remote.shared.cancel(CancelReason::DeadlineExceeded);
+                }
+                let status = Status::deadline_exceeded("the call's deadline passed");
+                self.end_call(stream, call, Some(status));
+                continue;
+            }
+            if let State::Producing { wake_at, .. } = &mut call.state {
+                if wake_at.is_some_and(|at| at <= now) {
+                    *wake_at = None;
+                    if !call.queued {
+                        call.queued = true;
+                        self.ready.push_back(stream);
+                    }
+                }
+            }
+        }
+        self.due = due;
+        let calls = &self.calls;
+        self.timers
+            .prune(calls.len(), |stream| calls.contains_key(&stream));
+        self.settle(now);
+    }
+
+    /// Puts the deadlines of the calls opened in this read that are still
+    /// open on the timer.
+    fn arm_deadlines(&mut self) {
+        for stream in self.new_deadlines.drain(..) {
+            if let Some(deadline) = self.calls.get(&stream).and_then(|call| call.deadline) {
+                self.timers.add(deadline, stream);
+            }
+        }
+    }
+
+    // ----- commands -----
+
+    /// Starts a graceful shutdown: GOAWAY, then open calls finish.
+    pub fn go_away(&mut self) {
+        self.h2.go_away();
+    }
+
+    /// Closes the connection with a GOAWAY carrying `reason`; calls still
+    /// served elsewhere learn that it closed.
+    pub fn close(&mut self, reason: Reason, message: &'static str) {
+        self.h2.close(reason, message);
+        self.cancel_all();
+    }
+
+    /// Reports that the first `n` bytes of [`GrpcConnection::output`] were
+    /// written.
+    pub fn advance_output(&mut self, n: usize) {
+        self.h2.advance_output(n);
+    }
+
+    fn cancel_all(&mut self) {
+        for call in self.calls.values() {
+            if let State::Remote(remote) = &call.state {
+                remote.shared.cancel(CancelReason::ConnectionClosed);
+            }
+        }
+    }
+
+    // ----- answers -----
+
+    /// The unary answer in `self.reply`, with `self.response_metadata`.
     fn answer_message(&mut self, stream: u32) {
         let md = &self.response_metadata;
-        if md.headers.is_empty() {
-            self.h2.send_headers(stream, &SUCCESS_HEADERS, false);
-        } else {
-            let mut fields = SUCCESS_HEADERS.to_vec();
-            fields.extend(
-                md.headers
-                    .iter()
-                    .map(|(name, value)| Field::literal(name.as_bytes(), value)),
-            );
-            self.h2.send_headers(stream, &fields, false);
-        }
+        response::send_headers(&mut self.h2, stream, &md.headers);
         self.h2.send_data(stream, &self.reply, false);
-        if md.trailers.is_empty() {
-            self.h2
-                .send_trailers(stream, &[Field::indexed(b"grpc-status", b"0")]);
-        } else {
-            let mut fields = vec![Field::indexed(b"grpc-status", b"0")];
-            fields.extend(
-                md.trailers
-                    .iter()
-                    .map(|(name, value)| Field::literal(name.as_bytes(), value)),
-            );
-            self.h2.send_trailers(stream, &fields);
-        }
+        response::send_trailers(&mut self.h2, stream, None, &md.trailers, &mut self.text);
     }
 
     /// A trailers-only answer carrying `status`, with any metadata the
     /// handler set.
     fn answer_status(&mut self, stream: u32, status: &Status) {
-        self.text.clear();
-        percent::encode(status.message(), &mut self.text);
-        let mut fields = vec![
-            SUCCESS_HEADERS[0],
-            SUCCESS_HEADERS[1],
-            Field::indexed(b"grpc-status", status.code().as_str().as_bytes()),
-            Field::literal(b"grpc-message", &self.text),
-        ];
-        if status.code() == Code::Unimplemented {
-            fields.push(Field::indexed(b"grpc-accept-encoding", b"identity"));
-        }
         let md = &self.response_metadata;
-        for (name, value) in md.headers.iter().chain(md.trailers.iter()) {
-            fields.push(Field::literal(name.as_bytes(), value));
-        }
-        self.h2.send_headers(stream, &fields, true);
+        response::send_status_only(
+            &mut self.h2,
+            stream,
+            Some(status),
+            &md.headers,
+            &md.trailers,
+            &mut self.text,
+        );
         self.response_metadata.clear();
     }
 
-    fn answer_not_grpc(&mut self, stream: u32) {
-        let headers = [
-            Field::indexed(b":status", b"415"),
-            Field::indexed(b"content-type", b"text/plain"),
-        ];
-        self.h2.send_headers(stream, &headers, false);
-        self.h2.send_data(stream, NOT_GRPC_BODY, true);
+    /// Ends a call taken out of the table: its trailers (or a trailers-only
+    /// answer) with `status` (`None` for `OK`), and the thread serving it,
+    /// if any, learns that it ended.
+    fn end_call(&mut self, stream: u32, call: Box<Call>, status: Option<Status>) {
+        if let State::Remote(remote) = &call.state {
+            remote.shared.cancel(CancelReason::Ended);
+        }
+        let md = &call.response;
+        if call.headers_sent {
+            response::send_trailers(
+                &mut self.h2,
+                stream,
+                status.as_ref(),
+                &md.trailers,
+                &mut self.text,
+            );
+        } else {
+            response::send_status_only(
+                &mut self.h2,
+                stream,
+                status.as_ref(),
+                &md.headers,
+                &md.trailers,
+                &mut self.text,
+            );
+        }
+        self.recycle(call);
     }
 
-    /// Bytes of incomplete requests buffered now.
-    pub fn buffered_request_bytes(&self) -> usize {
-        self.buffered
+    // ----- the call table -----
+
+    fn keep(&mut self, stream: u32, call: Box<Call>) {
+        if call.deadline.is_some() {
+            self.new_deadlines.push(stream);
+        }
+        self.calls.insert(stream, call);
+        if !self.new_deadlines.is_empty() {
+            self.arm_deadlines();
+        }
     }
 
-    fn take_call(&mut self, stream: u32) -> Option<Call> {
+    fn take_call(&mut self, stream: u32) -> Option<Box<Call>> {
         let call = self.calls.remove(&stream)?;
-        self.buffered -= call.buf.len();
+        self.buffered -= call.inbound.len();
         Some(call)
     }
 
-    fn recycle(&mut self, mut call: Call) {
-        if self.spare.len() < 64 && call.buf.capacity() <= 64 << 10 {
-            call.buf.clear();
-            call.metadata.clear();
-            call.deadline = None;
-            call.route = None;
+    /// Keeps a finished call's room for the next one. The spare calls never
+    /// outnumber the most calls the connection has had open at once, which
+    /// the stream limit bounds.
+    fn recycle(&mut self, mut call: Box<Call>) {
+        if self.spare.len() < self.max_spare && call.inbound.capacity() <= 64 << 10 {
+            call.reset();
             self.spare.push(call);
         }
     }
 }
 
-const SUCCESS_HEADERS: [Field<'static>; 2] = [
-    Field {
-        name: b":status",
-        value: b"200",
-        indexing: crate::h2::hpack::Indexing::Incremental,
-    },
-    Field {
-        name: b"content-type",
-        value: b"application/grpc",
-        indexing: crate::h2::hpack::Indexing::Incremental,
-    },
-];
-
-/// `application/grpc`, optionally followed by `+format` or `;parameters`.
-fn is_grpc_content_type(value: &[u8]) -> bool {
-    match value.strip_prefix(b"application/grpc") {
-        Some(rest) => rest.is_empty() || rest[0] == b'+' || rest[0] == b';',
-        None => false,
+impl Drop for GrpcConnection {
+    fn drop(&mut self) {
+        self.cancel_all();
     }
-}
-
-/// The total length (prefix included) of the message that `buf` starts with.
-fn message_len(buf: &[u8]) -> Option<usize> {
-    let prefix = buf.get(..PREFIX_LEN)?;
-    let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
-    Some(PREFIX_LEN + len)
-}
-
-/// What is wrong with a partly received unary request, if anything.
-fn check_buffered(buf: &[u8], max_message: usize) -> Option<Status> {
-    let total = message_len(buf)?;
-    if buf[0] != 0 {
-        return Some(Status::internal("compressed message without grpc-encoding"));
-    }
-    if total - PREFIX_LEN > max_message {
-        return Some(Status::resource_exhausted(format!(
-            "request message of {} bytes is larger than the limit of {max_message}",
-            total - PREFIX_LEN
-        )));
-    }
-    if buf.len() > total {
-        return Some(Status::internal(
-            "more than one request message in a unary call",
-        ));
-    }
-    None
 }
 
 fn unimplemented_status(router: &Router, path: &[u8]) -> Status {
@@ -503,6 +1158,7 @@ fn unimplemented_status(router: &Router, path: &[u8]) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grpc::status::Code;
 
     #[test]
     fn unknown_paths_are_echoed_short() {

@@ -1,8 +1,8 @@
 //! The per-call context a handler can reach: request metadata, deadline,
 //! peer address, and the metadata to send back.
 
-use crate::grpc::deferred::{Inbox, Responder};
 use crate::grpc::metadata::Metadata;
+use crate::grpc::remote::{Inbox, Responder, Shared, Target};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,8 +17,22 @@ pub struct Context<'a> {
     deadline: Option<Instant>,
     peer: Option<SocketAddr>,
     response: &'a mut ResponseMetadata,
-    answer_to: Option<(&'a Arc<Inbox>, u64, u32)>,
-    deferred: bool,
+    answer_to: Option<AnswerTo<'a>>,
+    /// The call's state shared with another thread, once it was sent
+    /// there.
+    remote: Option<Arc<Shared>>,
+}
+
+/// Where the parts of a call served on another thread go back to.
+#[derive(Clone, Copy)]
+pub(crate) struct AnswerTo<'a> {
+    pub inbox: &'a Arc<Inbox>,
+    pub connection: u64,
+    pub stream: u32,
+    /// Answer bytes a sink may have on their way.
+    pub credit: usize,
+    /// Request bytes that may wait for the thread.
+    pub incoming_limit: usize,
 }
 
 /// The metadata a handler sends back: initial (with the response headers)
@@ -64,14 +78,13 @@ impl<'a> Context<'a> {
             peer,
             response,
             answer_to: None,
-            deferred: false,
+            remote: None,
         }
     }
 
-    /// Lets [`Context::defer`] send answers to `inbox`, for `stream` of
-    /// `connection`.
-    pub(crate) fn answer_to(mut self, inbox: &'a Arc<Inbox>, connection: u64, stream: u32) -> Self {
-        self.answer_to = Some((inbox, connection, stream));
+    /// Lets the call be answered from another thread, through `to`.
+    pub(crate) fn answer_to(mut self, to: AnswerTo<'a>) -> Self {
+        self.answer_to = Some(to);
         self
     }
 
@@ -79,21 +92,47 @@ impl<'a> Context<'a> {
     ///
     /// Once deferred, what the handler returns is ignored: the call is
     /// answered by the responder, or with `INTERNAL` if the responder is
-    /// dropped unused. Response metadata set on this context is not sent;
-    /// set trailers on the responder instead. Outside a running server (a
-    /// context made with [`Context::new`]) the responder's answer goes
-    /// nowhere.
+    /// dropped unused. Response metadata set on this context so far moves
+    /// to the responder; set more there. Deferring applies to unary calls
+    /// and to the end of a client stream ([`ClientStreamHandler::on_end`](
+    /// crate::ClientStreamHandler::on_end)); elsewhere, and outside a
+    /// running server (a context made with [`Context::new`]), the
+    /// responder's answer goes nowhere.
     pub fn defer(&mut self) -> Responder {
-        self.deferred = true;
-        match self.answer_to {
-            Some((inbox, connection, stream)) => Responder::new(inbox.clone(), connection, stream),
-            None => Responder::detached(),
-        }
+        let shared = self.open_remote();
+        let mut responder = Responder::new(shared);
+        *responder.headers_mut() = std::mem::take(&mut self.response.headers);
+        *responder.trailers_mut() = std::mem::take(&mut self.response.trailers);
+        responder
     }
 
-    /// Whether [`Context::defer`] was called.
+    /// Whether the call was sent to another thread ([`Context::defer`], or
+    /// a stream's `channel`).
     pub fn is_deferred(&self) -> bool {
-        self.deferred
+        self.remote.is_some()
+    }
+
+    /// Sends the call to another thread: the state it shares with its
+    /// worker, or `None` where it cannot go.
+    pub(crate) fn open_remote(&mut self) -> Option<Arc<Shared>> {
+        let to = self.answer_to?;
+        let shared = Shared::new(
+            Target {
+                inbox: to.inbox.clone(),
+                connection: to.connection,
+                stream: to.stream,
+                credit: to.credit,
+                incoming_limit: to.incoming_limit,
+            },
+            self.deadline,
+        );
+        self.remote = Some(shared.clone());
+        Some(shared)
+    }
+
+    /// The shared state, if the call was sent to another thread.
+    pub(crate) fn take_remote(&mut self) -> Option<Arc<Shared>> {
+        self.remote.take()
     }
 
     /// The request's custom headers (not the pseudo-headers, `content-type`,

@@ -1,11 +1,19 @@
-//! gRPC over HTTP/2: message framing, status, metadata, timeouts and routing.
+//! gRPC over HTTP/2: message framing, status, metadata, timeouts, routing,
+//! and calls of every kind.
 
+mod call;
 pub mod connection;
 pub mod context;
-pub mod deferred;
+mod executor;
+mod framing;
+mod head;
 pub mod metadata;
 pub mod percent;
+pub mod remote;
+mod response;
 pub mod router;
 pub mod service;
 pub mod status;
+pub mod streaming;
 pub mod timeout;
+mod timers;

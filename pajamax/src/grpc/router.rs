@@ -1,7 +1,7 @@
 //! Routing a request's `:path` to a service method.
 
 use crate::fast_hash::BuildPathHasher;
-use crate::grpc::service::Service;
+use crate::grpc::service::{MethodKind, Service};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -9,9 +9,11 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
     /// Index of the service.
-    pub service: usize,
+    pub service: u32,
     /// Index of the method within the service.
-    pub method: usize,
+    pub method: u32,
+    /// How the method's messages flow.
+    pub kind: MethodKind,
 }
 
 /// The services of a server and the paths of their methods.
@@ -34,13 +36,14 @@ impl Router {
     /// service with the same name replaces the earlier one's routes.
     pub fn add(&mut self, service: Arc<dyn Service>) {
         let index = self.services.len();
-        for (method, name) in service.methods().iter().enumerate() {
-            let path = format!("/{}/{}", service.name(), name).into_bytes();
+        for (method, described) in service.methods().iter().enumerate() {
+            let path = format!("/{}/{}", service.name(), described.name).into_bytes();
             self.routes.insert(
                 path.into_boxed_slice(),
                 Route {
-                    service: index,
-                    method,
+                    service: index as u32,
+                    method: method as u32,
+                    kind: described.kind,
                 },
             );
         }
@@ -53,8 +56,8 @@ impl Router {
     }
 
     /// The service at `index`.
-    pub fn service(&self, index: usize) -> &dyn Service {
-        &*self.services[index]
+    pub fn service(&self, index: u32) -> &dyn Service {
+        &*self.services[index as usize]
     }
 
     /// Whether a service named `name` is registered.

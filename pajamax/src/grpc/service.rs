@@ -5,29 +5,98 @@
 
 use crate::grpc::context::Context;
 use crate::grpc::status::Status;
+use crate::grpc::streaming::{RawInbound, RawServerStream};
+
+/// How a method's messages flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MethodKind {
+    /// One request, one answer.
+    Unary,
+    /// One request, a stream of answers.
+    ServerStreaming,
+    /// A stream of requests, one answer.
+    ClientStreaming,
+    /// A stream each way.
+    BidiStreaming,
+}
+
+/// A method of a service, as routed: `/{service}/{name}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Method {
+    /// The proto name, such as `SayHello`.
+    pub name: &'static str,
+    /// How its messages flow; the server calls the [`Service`] entry point
+    /// of that kind.
+    pub kind: MethodKind,
+}
+
+impl Method {
+    /// A unary method named `name`.
+    pub const fn unary(name: &'static str) -> Method {
+        Method {
+            name,
+            kind: MethodKind::Unary,
+        }
+    }
+}
 
 /// A gRPC service the server can route requests to.
 ///
 /// Routes are `/{name}/{method}` for every entry of [`Service::methods`]; the
 /// server resolves a request's `:path` to a method index once and passes that
-/// index to [`Service::call`].
+/// index to the entry point of the method's kind. An entry point a service
+/// does not override answers `UNIMPLEMENTED`.
 pub trait Service: Send + Sync + 'static {
     /// The fully qualified service name, such as `helloworld.Greeter`.
     fn name(&self) -> &'static str;
 
-    /// The method names, such as `["SayHello"]`; a method's index in this list
-    /// is what [`Service::call`] receives.
-    fn methods(&self) -> &'static [&'static str];
+    /// The methods; a method's index in this list is what the entry points
+    /// receive.
+    fn methods(&self) -> &'static [Method];
 
     /// Decodes `request` (one message, without its 5-byte prefix), runs the
-    /// handler of method number `method` and encodes its answer into `reply`.
-    fn call(
+    /// handler of unary method number `method` and encodes its answer into
+    /// `reply`.
+    fn unary(
         &self,
         method: usize,
         ctx: &mut Context<'_>,
         request: &[u8],
         reply: &mut Reply<'_>,
-    ) -> Result<(), Status>;
+    ) -> Result<(), Status> {
+        let _ = (ctx, request, reply);
+        Err(no_entry(self.name(), method))
+    }
+
+    /// Decodes `request` and runs the handler of server-streaming method
+    /// number `method`: the stream of answers.
+    fn server_streaming(
+        &self,
+        method: usize,
+        ctx: &mut Context<'_>,
+        request: &[u8],
+    ) -> Result<RawServerStream, Status> {
+        let _ = (ctx, request);
+        Err(no_entry(self.name(), method))
+    }
+
+    /// Runs the handler of client-streaming method number `method`, when
+    /// the call starts: what takes the request messages.
+    fn client_streaming(&self, method: usize, ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
+        let _ = ctx;
+        Err(no_entry(self.name(), method))
+    }
+
+    /// Runs the handler of bidirectional method number `method`, when the
+    /// call starts: what takes the request messages and answers.
+    fn bidi_streaming(&self, method: usize, ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
+        let _ = ctx;
+        Err(no_entry(self.name(), method))
+    }
+}
+
+fn no_entry(service: &str, method: usize) -> Status {
+    Status::unimplemented(format!("{service} has no such method (number {method})"))
 }
 
 /// Where a handler's answer message is encoded.

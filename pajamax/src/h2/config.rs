@@ -21,6 +21,10 @@ pub struct Config {
     /// CONTINUATION frames; past it the connection is closed with
     /// ENHANCE_YOUR_CALM.
     pub max_header_block_size: usize,
+    /// Response bytes one stream may hold while the peer's flow-control
+    /// windows are shut; past it `send_data` takes no more on that stream
+    /// until some went out. A producer is held back by this, per stream.
+    pub stream_send_buffer: usize,
     /// Response bytes that may wait for the peer's flow-control windows;
     /// past it new streams are refused with REFUSED_STREAM until the peer
     /// opens its windows (a zero-window or never-reading peer).
@@ -42,6 +46,7 @@ impl Default for Config {
             max_frame_size: 16_384,
             max_header_list_size: 16 << 10,
             max_header_block_size: 64 << 10,
+            stream_send_buffer: 64 << 10,
             max_held_bytes: 16 << 20,
             max_unproductive_frames: 10_000,
         }

@@ -11,9 +11,18 @@
 //!    inside, and the request events are appended to a caller-owned list;
 //! 2. for each event, the caller answers with [`Connection::send_headers`],
 //!    [`Connection::send_data`], [`Connection::send_trailers`] or
-//!    [`Connection::reset_stream`];
+//!    [`Connection::reset_stream`], and tells with
+//!    [`Connection::release_capacity`] how much request body it has taken
+//!    in, so that the client may send more;
 //! 3. the caller writes [`Connection::output`] to the socket and reports what
 //!    went out with [`Connection::advance_output`].
+//!
+//! A stream has a receiving and a sending half. The client's window on a
+//! stream opens again only for bytes the caller has released, so a consumer
+//! that falls behind slows its client down. What the server sends goes out
+//! as far as the client's windows allow; the rest is held, up to
+//! [`Config::stream_send_buffer`] bytes per stream ([`Connection::send_data`]
+//! refuses more), and [`Event::Writable`] says when held bytes went out.
 //!
 //! Errors are sticky: after a connection error the GOAWAY is still in the
 //! output, [`Connection::is_closed`] turns true and further input is ignored.
@@ -34,8 +43,7 @@ use crate::h2::recv_flow::{self, RecvFlow};
 use crate::h2::send_flow::SendFlow;
 use crate::h2::settings::{self, PeerSettings};
 use crate::h2::shutdown::Shutdown;
-use crate::h2::streams::{Stream, Streams};
-use crate::h2::window::Window;
+use crate::h2::streams::{RecvHalf, SendHalf, Stream, Streams};
 use std::ops::Range;
 
 /// What the peer asked for, in the order it arrived.
@@ -66,11 +74,31 @@ pub enum Event {
         end_stream: bool,
     },
     /// The peer reset the stream, or the server reset it for a stream
-    /// error; nothing more may be sent on it.
+    /// error; nothing more may be sent on it. Events of the same batch for
+    /// that stream are taken back; a stream opened and reset within one
+    /// batch is not reported at all.
     Reset {
         /// The stream.
         stream: u32,
     },
+    /// Bytes the stream held for the client's windows went out: it may
+    /// take more ([`Connection::send_capacity`]).
+    Writable {
+        /// The stream.
+        stream: u32,
+    },
+}
+
+impl Event {
+    /// The stream the event is about.
+    pub fn stream(&self) -> u32 {
+        match self {
+            Event::Request { stream, .. }
+            | Event::Data { stream, .. }
+            | Event::Reset { stream }
+            | Event::Writable { stream } => *stream,
+        }
+    }
 }
 
 /// How many events one [`Connection::recv`] produces at most; the caller
@@ -97,6 +125,9 @@ pub struct Connection {
     unproductive: u32,
     shutdown: Shutdown,
     error: Option<ConnectionError>,
+    /// Counts the calls of [`Connection::recv`], to know which events of a
+    /// stream belong to the batch being read.
+    batch: u32,
 }
 
 impl Connection {
@@ -121,6 +152,7 @@ impl Connection {
             unproductive: 0,
             shutdown: Shutdown::default(),
             error: None,
+            batch: 0,
             config,
         }
     }
@@ -185,6 +217,7 @@ impl Connection {
     /// appended to `events`, whose `Data` ranges index `input`.
     pub fn recv(&mut self, input: &[u8], events: &mut Vec<Event>) -> usize {
         self.fields.clear();
+        self.batch = self.batch.wrapping_add(1);
         if self.error.is_some() {
             return input.len();
         }
@@ -279,7 +312,7 @@ impl Connection {
             kind::CONTINUATION => self.on_continuation(head, body, events),
             kind::PRIORITY => frame::priority::check(head, body),
             kind::RST_STREAM => self.on_rst_stream(head, body, events),
-            kind::SETTINGS => self.on_settings(head, body),
+            kind::SETTINGS => self.on_settings(head, body, events),
             kind::PING => {
                 let ping = Ping::load(head, body)?;
                 if !ping.ack {
@@ -296,7 +329,7 @@ impl Connection {
                 self.shutdown.on_goaway();
                 Ok(())
             }
-            kind::WINDOW_UPDATE => self.on_window_update(head, body),
+            kind::WINDOW_UPDATE => self.on_window_update(head, body, events),
             kind::PUSH_PROMISE => Err(Error::GoAway(
                 Reason::PROTOCOL_ERROR,
                 "PUSH_PROMISE from a client",
@@ -323,19 +356,21 @@ impl Connection {
         let Some(stream) = self.streams.get_mut(head.stream) else {
             return self.streams.frame_on_unknown(head.stream);
         };
-        if !stream.recv_open {
+        if !stream.recv_open() {
             return Err(Error::Reset(head.stream, Reason::STREAM_CLOSED));
         }
-        recv_flow::take_stream(stream, head.stream, len)?;
+        recv_flow::take_stream(stream, head.stream, len, data.len())?;
         stream.received += data.len() as u64;
         if let Some(expected) = stream.content_length {
             if stream.received > expected || (end_stream && stream.received != expected) {
                 return Err(Error::Reset(head.stream, Reason::PROTOCOL_ERROR));
             }
         }
+        stream.event_batch = self.batch;
         if end_stream {
-            stream.recv_open = false;
+            stream.recv = RecvHalf::Closed;
         } else {
+            // Padding is not the consumer's to release.
             recv_flow::replenish_stream(
                 stream,
                 head.stream,
@@ -412,7 +447,7 @@ impl Connection {
 
         if is_trailers {
             let stream = self.streams.get_mut(id).expect("checked above");
-            if !stream.recv_open {
+            if !stream.recv_open() {
                 return Err(Error::Reset(id, Reason::STREAM_CLOSED));
             }
             if !end_stream || check.finish().is_err() {
@@ -424,7 +459,8 @@ impl Connection {
             {
                 return Err(Error::Reset(id, Reason::PROTOCOL_ERROR));
             }
-            stream.recv_open = false;
+            stream.recv = RecvHalf::Closed;
+            stream.event_batch = self.batch;
             events.push(Event::Data {
                 stream: id,
                 data: 0..0,
@@ -452,17 +488,14 @@ impl Connection {
         {
             return Err(Error::Reset(id, Reason::REFUSED_STREAM));
         }
-        self.streams.insert(
-            id,
-            Stream {
-                recv_open: !end_stream,
-                recv_window: i64::from(self.config.initial_stream_window),
-                send_window: Window::new(self.peer.initial_window),
-                content_length: check.content_length,
-                received: 0,
-                pending: None,
-            },
+        let mut stream = Stream::new(
+            end_stream,
+            self.config.initial_stream_window,
+            self.peer.initial_window,
+            self.batch,
         );
+        stream.content_length = check.content_length;
+        self.streams.insert(id, stream);
         if end_stream && check.content_length.is_some_and(|n| n != 0) {
             return Err(Error::Reset(id, Reason::PROTOCOL_ERROR));
         }
@@ -488,18 +521,20 @@ impl Connection {
                 "RST_STREAM on an idle stream",
             ));
         }
-        if self.drop_stream(head.stream) {
+        if self.drop_stream(head.stream, events) {
             // Closed by the peer: anything it sends on the stream from now
             // on is a STREAM_CLOSED error (RFC 9113 section 5.1).
             self.streams.remember_closed(head.stream, false);
-            events.push(Event::Reset {
-                stream: head.stream,
-            });
         }
         Ok(())
     }
 
-    fn on_settings(&mut self, head: FrameHeader, body: &[u8]) -> Result<(), Error> {
+    fn on_settings(
+        &mut self,
+        head: FrameHeader,
+        body: &[u8],
+        events: &mut Vec<Event>,
+    ) -> Result<(), Error> {
         let settings = Settings::load(head, body)?;
         if let Settings::Ack = settings {
             return Ok(());
@@ -507,11 +542,16 @@ impl Connection {
         self.peer
             .apply(&settings, &mut self.streams, &mut self.output)?;
         frame::write_settings_ack(self.output.buf());
-        self.flush_blocked();
+        self.flush_blocked(events);
         Ok(())
     }
 
-    fn on_window_update(&mut self, head: FrameHeader, body: &[u8]) -> Result<(), Error> {
+    fn on_window_update(
+        &mut self,
+        head: FrameHeader,
+        body: &[u8],
+        events: &mut Vec<Event>,
+    ) -> Result<(), Error> {
         let increment = frame::window_update::load(body)?;
         if head.stream == 0 {
             if increment == 0 {
@@ -540,7 +580,7 @@ impl Connection {
                 return Err(Error::Reset(head.stream, Reason::FLOW_CONTROL_ERROR));
             }
         }
-        self.flush_blocked();
+        self.flush_blocked(events);
         Ok(())
     }
 
@@ -560,18 +600,44 @@ impl Connection {
 
     fn stream_error(&mut self, stream: u32, reason: Reason, events: &mut Vec<Event>) {
         frame::write_rst_stream(self.output.buf(), stream, reason);
-        if self.drop_stream(stream) {
-            events.push(Event::Reset { stream });
-        }
+        self.drop_stream(stream, events);
         // A stream reset while idle (a bad PRIORITY frame) is closed from
         // now on: it can no longer be opened by HEADERS.
         self.streams.pass(stream);
         self.streams.remember_closed(stream, true);
     }
 
-    /// Forgets a stream and the response data it had queued; returns
-    /// whether it was there.
-    fn drop_stream(&mut self, stream: u32) -> bool {
+    /// Forgets a stream reset while reading input and the response data it
+    /// had queued, and reports it; returns whether it was there. Events
+    /// of this batch for the stream are taken back, so that no handler
+    /// runs for a call already reset; a stream opened in this batch is not
+    /// reported at all.
+    fn drop_stream(&mut self, stream: u32, events: &mut Vec<Event>) -> bool {
+        let Some(state) = self.streams.remove(stream) else {
+            return false;
+        };
+        if let Some(pending) = &state.pending {
+            self.send_flow.release(pending);
+        }
+        let mut opened_here = false;
+        if state.event_batch == self.batch {
+            events.retain(|event| match event {
+                Event::Request { stream: id, .. } if *id == stream => {
+                    opened_here = true;
+                    false
+                }
+                other => other.stream() != stream,
+            });
+        }
+        if !opened_here {
+            events.push(Event::Reset { stream });
+        }
+        true
+    }
+
+    /// Forgets a stream the caller resets, and the response data it had
+    /// queued; returns whether it was there.
+    fn forget_stream(&mut self, stream: u32) -> bool {
         match self.streams.remove(stream) {
             Some(state) => {
                 if let Some(pending) = state.pending {
@@ -597,11 +663,27 @@ impl Connection {
 
     // ----- commands -----
 
+    /// How many body bytes [`Connection::send_data`] takes on `stream` now:
+    /// what the client's windows let out at once plus the room left in the
+    /// stream's send buffer. Zero before the response headers, once the
+    /// sending half is closing, or when the stream is gone.
+    pub fn send_capacity(&self, stream: u32) -> usize {
+        self.send_flow
+            .capacity(&self.streams, stream, self.config.stream_send_buffer)
+    }
+
+    /// Response bytes `stream` holds for the client's windows.
+    pub fn buffered(&self, stream: u32) -> usize {
+        self.streams.get(stream).map_or(0, Stream::buffered)
+    }
+
     /// Sends response headers on `stream`; with `end_stream` they close it
-    /// (a trailers-only response). Ignored if the stream is gone.
+    /// (a trailers-only response). Ignored if the stream is gone or its
+    /// headers were sent already.
     pub fn send_headers(&mut self, stream: u32, fields: &[Field<'_>], end_stream: bool) {
-        if !self.streams.contains(stream) {
-            return;
+        match self.streams.get_mut(stream) {
+            Some(state) if state.send == SendHalf::Idle => state.send = SendHalf::Open,
+            _ => return,
         }
         self.output
             .header_block(stream, fields.iter().copied(), end_stream);
@@ -610,39 +692,66 @@ impl Connection {
         }
     }
 
-    /// Sends body bytes on `stream`, as far as the peer's windows allow;
-    /// the rest is queued and goes out as WINDOW_UPDATEs arrive. Ignored if
-    /// the stream is gone.
-    pub fn send_data(&mut self, stream: u32, data: &[u8], end_stream: bool) {
-        if self.send_flow.send_data(
+    /// Sends body bytes on `stream` as far as the client's windows allow
+    /// and holds the rest, and returns how many bytes it took: all of
+    /// `data`, or none when the stream already holds
+    /// [`Config::stream_send_buffer`] bytes or more (an [`Event::Writable`]
+    /// follows once some went out), when its headers are not sent, when
+    /// its sending half is closing, or when it is gone. With `end_stream`
+    /// the sending half closes.
+    pub fn send_data(&mut self, stream: u32, data: &[u8], end_stream: bool) -> usize {
+        let sent = self.send_flow.send_data(
             &mut self.streams,
             &mut self.output,
             stream,
             data,
             end_stream,
-        ) {
+            self.config.stream_send_buffer,
+        );
+        if sent.closed {
             self.close_send_side(stream);
         }
+        sent.accepted
     }
 
-    /// Sends trailers on `stream` and closes it; they wait behind queued
-    /// data. Ignored if the stream is gone.
+    /// Sends trailers on `stream` and closes its sending half; they wait
+    /// behind held data. Ignored if the stream is gone, its headers are not
+    /// sent, or its sending half is closing.
     pub fn send_trailers(&mut self, stream: u32, fields: &[Field<'_>]) {
-        if !self.streams.contains(stream)
-            || self
-                .send_flow
-                .hold_trailers(&mut self.streams, stream, fields)
-        {
-            return;
+        match self.streams.get_mut(stream) {
+            Some(state) if state.send == SendHalf::Open => {
+                if SendFlow::hold_trailers(state, fields) {
+                    return;
+                }
+            }
+            _ => return,
         }
         self.output
             .header_block(stream, fields.iter().copied(), true);
         self.close_send_side(stream);
     }
 
+    /// Tells that the consumer has taken `n` body bytes of `stream` in: the
+    /// client's window on the stream opens again for them (in batches of
+    /// at least half the initial window). Ignored if the stream is gone.
+    pub fn release_capacity(&mut self, stream: u32, n: usize) {
+        let Some(state) = self.streams.get_mut(stream) else {
+            return;
+        };
+        state.unreleased = state.unreleased.saturating_sub(n as u64);
+        if state.recv_open() {
+            recv_flow::replenish_stream(
+                state,
+                stream,
+                self.config.initial_stream_window,
+                self.output.buf(),
+            );
+        }
+    }
+
     /// Resets `stream` with `reason` and forgets it.
     pub fn reset_stream(&mut self, stream: u32, reason: Reason) {
-        if self.drop_stream(stream) {
+        if self.forget_stream(stream) {
             frame::write_rst_stream(self.output.buf(), stream, reason);
             self.streams.remember_closed(stream, true);
         }
@@ -680,21 +789,21 @@ impl Connection {
             self.send_flow.release(pending);
         }
         self.unproductive = 0;
-        if state.recv_open {
+        if state.recv_open() {
             // The answer is complete while the client is still sending: tell
             // it to stop (RFC 9113 section 8.1).
             frame::write_rst_stream(self.output.buf(), stream, Reason::NO_ERROR);
         }
-        self.streams.remember_closed(stream, state.recv_open);
+        self.streams.remember_closed(stream, state.recv_open());
     }
 
     /// Sends what the windows now allow of the queued responses, in order,
     /// and closes the streams whose response is then complete.
-    fn flush_blocked(&mut self) {
+    fn flush_blocked(&mut self, events: &mut Vec<Event>) {
         let mut rounds = self.send_flow.blocked_len();
         while let Some(stream) =
             self.send_flow
-                .flush(&mut self.streams, &mut self.output, &mut rounds)
+                .flush(&mut self.streams, &mut self.output, &mut rounds, events)
         {
             self.close_send_side(stream);
         }

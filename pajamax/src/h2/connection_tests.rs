@@ -809,6 +809,11 @@ fn connection_window_is_shared_and_data_split_by_frame_size() {
     bytes.extend(peer.headers_frame(3, true));
     peer.feed(&bytes);
     peer.take_frames();
+    for id in [1, 3] {
+        peer.conn
+            .send_headers(id, &[Field::indexed(b":status", b"200")], false);
+    }
+    peer.take_frames();
     peer.conn.send_data(1, &vec![1; 40_000], true);
     peer.conn.send_data(3, &vec![3; 40_000], true);
     let frames = peer.take_frames();
@@ -1109,7 +1114,9 @@ fn streams_reset_while_waiting_for_a_shut_window_do_not_pile_up() {
     // Use up the connection window; the peer never opens it again.
     let bytes = peer.headers_frame(1, true);
     peer.feed(&bytes);
-    peer.conn.send_data(1, &vec![0; 65_535], true);
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], false);
+    assert_eq!(peer.conn.send_data(1, &vec![0; 65_535], true), 65_535);
     peer.take_frames();
     for i in 0..2000u32 {
         // An answer that waits for the window, reset by the peer...
@@ -1131,4 +1138,195 @@ fn streams_reset_while_waiting_for_a_shut_window_do_not_pile_up() {
     assert!(peer.conn.error().is_none());
     assert!(peer.conn.blocked_len() <= 16, "{}", peer.conn.blocked_len());
     assert_eq!(peer.conn.held_bytes(), 0);
+}
+
+/// Opens stream `id` for a response: request headers in, response
+/// headers out.
+fn open_response(peer: &mut Peer, id: u32, end_stream: bool) {
+    let bytes = peer.headers_frame(id, end_stream);
+    peer.feed(&bytes);
+    peer.conn
+        .send_headers(id, &[Field::indexed(b":status", b"200")], false);
+    peer.take_frames();
+}
+
+fn window_updates(frames: &[Frame], stream: u32) -> Vec<u32> {
+    frames
+        .iter()
+        .filter(|(h, _)| h.kind == kind::WINDOW_UPDATE && h.stream == stream)
+        .map(|(_, p)| u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
+        .collect()
+}
+
+#[test]
+fn stream_window_opens_only_for_released_bytes() {
+    let mut peer = Peer::new(Config {
+        initial_stream_window: 1000,
+        ..Config::default()
+    });
+    let mut bytes = peer.headers_frame(1, false);
+    bytes.extend(frame_bytes(kind::DATA, 0, 1, &[7; 600]));
+    peer.feed(&bytes);
+    assert!(
+        window_updates(&peer.take_frames(), 1).is_empty(),
+        "nothing released, nothing opened"
+    );
+    // 400 more fill the window; a byte beyond it is a stream error.
+    peer.feed(&frame_bytes(kind::DATA, 0, 1, &[7; 400]));
+    peer.take_frames();
+    peer.conn.release_capacity(1, 300);
+    assert!(
+        window_updates(&peer.take_frames(), 1).is_empty(),
+        "below half the window: not yet"
+    );
+    peer.conn.release_capacity(1, 300);
+    assert_eq!(window_updates(&peer.take_frames(), 1), vec![600]);
+    peer.feed(&frame_bytes(kind::DATA, 0, 1, &[7; 600]));
+    assert!(peer
+        .take_frames()
+        .iter()
+        .all(|(h, _)| h.kind != kind::RST_STREAM));
+    peer.feed(&frame_bytes(kind::DATA, 0, 1, &[7; 1]));
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        Some(Reason::FLOW_CONTROL_ERROR)
+    );
+}
+
+#[test]
+fn padding_is_released_at_once() {
+    let mut peer = Peer::new(Config {
+        initial_stream_window: 1000,
+        ..Config::default()
+    });
+    let mut payload = vec![200u8];
+    payload.extend([1; 100]);
+    payload.extend([0; 200]);
+    let mut bytes = peer.headers_frame(1, false);
+    for _ in 0..3 {
+        bytes.extend(frame_bytes(kind::DATA, flag::PADDED, 1, &payload));
+    }
+    peer.feed(&bytes);
+    // 903 bytes taken from the window, 300 of them data still held: the
+    // client may send 97, so the window opens by the padding, 603.
+    assert_eq!(window_updates(&peer.take_frames(), 1), vec![603]);
+}
+
+#[test]
+fn send_buffer_is_capped_and_writable_follows_the_window() {
+    let mut peer = Peer::new(Config {
+        stream_send_buffer: 100,
+        ..Config::default()
+    });
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 10)]));
+    peer.take_frames();
+    open_response(&mut peer, 1, false);
+    assert_eq!(peer.conn.send_capacity(1), 10 + 100);
+    assert_eq!(peer.conn.send_data(1, &[1; 60], false), 60);
+    assert_eq!(peer.conn.buffered(1), 50);
+    assert_eq!(peer.conn.send_capacity(1), 50);
+    // Below the cap: a write is taken whole, even past the cap.
+    assert_eq!(peer.conn.send_data(1, &[2; 80], false), 80);
+    assert_eq!(peer.conn.buffered(1), 130);
+    assert_eq!(peer.conn.send_capacity(1), 0);
+    assert_eq!(peer.conn.send_data(1, &[3; 1], false), 0, "full: refused");
+    let sent: usize = peer
+        .take_frames()
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA)
+        .map(|(h, _)| h.len as usize)
+        .sum();
+    assert_eq!(sent, 10);
+    let events = peer.feed(&window_update(1, 40));
+    assert_eq!(events, vec![Event::Writable { stream: 1 }]);
+    assert_eq!(peer.conn.buffered(1), 90);
+    assert_eq!(peer.conn.send_capacity(1), 10);
+    // A stream whose END_STREAM waits reports no Writable.
+    assert_eq!(peer.conn.send_data(1, &[4; 5], true), 5);
+    assert_eq!(peer.conn.send_capacity(1), 0);
+    let events = peer.feed(&window_update(1, 40));
+    assert!(events.is_empty(), "{events:?}");
+    peer.feed(&window_update(1, 1000));
+    let frames = peer.take_frames();
+    let last_data = frames.iter().rfind(|(h, _)| h.kind == kind::DATA).unwrap();
+    assert!(last_data.0.has(flag::END_STREAM));
+    assert_eq!(
+        rst_reason(&frames, 1),
+        Some(Reason::NO_ERROR),
+        "the client was still sending"
+    );
+    assert!(!peer.conn.is_stream_open(1));
+}
+
+#[test]
+fn a_long_stream_through_a_small_window_keeps_a_small_buffer() {
+    let mut peer = Peer::new(Config {
+        stream_send_buffer: 1000,
+        ..Config::default()
+    });
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 100)]));
+    peer.take_frames();
+    open_response(&mut peer, 1, false);
+    let mut received = 0;
+    for round in 0..5_000u32 {
+        while peer.conn.send_capacity(1) > 0 {
+            assert_eq!(peer.conn.send_data(1, &[round as u8; 50], false), 50);
+        }
+        assert!(peer.conn.buffered(1) < 1000 + 50);
+        received += peer
+            .take_frames()
+            .iter()
+            .filter(|(h, _)| h.kind == kind::DATA)
+            .map(|(h, _)| h.len as usize)
+            .sum::<usize>();
+        peer.feed(&window_update(1, 100));
+        peer.feed(&window_update(0, 100));
+    }
+    assert!(received >= 5_000 * 100);
+}
+
+#[test]
+fn headers_data_and_reset_in_one_batch_report_nothing() {
+    let mut peer = Peer::default();
+    let mut bytes = peer.headers_frame(1, false);
+    bytes.extend(frame_bytes(kind::DATA, flag::END_STREAM, 1, b"\0\0\0\0\0"));
+    bytes.extend(frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]));
+    bytes.extend(peer.headers_frame(3, true));
+    let events = peer.feed(&bytes);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(matches!(events[0], Event::Request { stream: 3, .. }));
+    assert!(!peer.conn.is_stream_open(1));
+
+    // Opened in an earlier batch: its data of this batch is taken back and
+    // the reset reported.
+    let bytes = peer.headers_frame(5, false);
+    peer.feed(&bytes);
+    let mut bytes = frame_bytes(kind::DATA, 0, 5, b"abc");
+    bytes.extend(frame_bytes(kind::RST_STREAM, 0, 5, &[0, 0, 0, 8]));
+    let events = peer.feed(&bytes);
+    assert_eq!(events, vec![Event::Reset { stream: 5 }]);
+}
+
+#[test]
+fn stream_halves_order_headers_data_and_trailers() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, true);
+    peer.feed(&bytes);
+    assert_eq!(
+        peer.conn.send_data(1, b"early", false),
+        0,
+        "data before headers"
+    );
+    peer.conn
+        .send_trailers(1, &[Field::indexed(b"grpc-status", b"0")]);
+    assert!(peer.take_frames().is_empty(), "trailers before headers");
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], false);
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], false);
+    assert_eq!(peer.take_frames().len(), 1, "headers are sent once");
+    assert!(peer.conn.is_stream_open(1));
+    peer.conn
+        .send_trailers(1, &[Field::indexed(b"grpc-status", b"0")]);
+    assert!(!peer.conn.is_stream_open(1));
 }

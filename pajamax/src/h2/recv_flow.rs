@@ -62,20 +62,32 @@ impl RecvFlow {
     }
 }
 
-/// Takes `len` bytes from a stream's receive window.
-pub(crate) fn take_stream(stream: &mut Stream, id: u32, len: usize) -> Result<(), Error> {
+/// Takes a DATA frame of `len` bytes (padding included) carrying `body`
+/// bytes from a stream's receive window. The body bytes stay unreleased
+/// until the consumer releases them; padding is released at once.
+pub(crate) fn take_stream(
+    stream: &mut Stream,
+    id: u32,
+    len: usize,
+    body: usize,
+) -> Result<(), Error> {
     if len as i64 > stream.recv_window {
         return Err(Error::Reset(id, Reason::FLOW_CONTROL_ERROR));
     }
     stream.recv_window -= len as i64;
+    stream.unreleased += body as u64;
     Ok(())
 }
 
-/// Opens a stream's window back to `initial` once it is below half.
+/// Opens a stream's window back to `initial`, less the bytes the consumer
+/// still holds, once what the client may send and what is held are below
+/// half of it; one WINDOW_UPDATE then covers many frames.
 pub(crate) fn replenish_stream(stream: &mut Stream, id: u32, initial: u32, out: &mut Vec<u8>) {
     let initial = i64::from(initial);
-    if stream.recv_window < initial / 2 {
-        frame::write_window_update(out, id, (initial - stream.recv_window) as u32);
-        stream.recv_window = initial;
+    let committed = stream.recv_window + stream.unreleased as i64;
+    if committed < initial / 2 {
+        let increment = initial - committed;
+        frame::write_window_update(out, id, increment as u32);
+        stream.recv_window += increment;
     }
 }

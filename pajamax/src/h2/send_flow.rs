@@ -2,11 +2,12 @@
 //! as the peer's windows allow; the rest waits per stream, in a queue of
 //! streams served in turn as WINDOW_UPDATEs arrive.
 
+use crate::h2::connection::Event;
 use crate::h2::frame::{self, flag, kind};
 use crate::h2::hpack::Indexing;
 use crate::h2::output::{Field, Output};
 use crate::h2::recv_flow::DEFAULT_WINDOW;
-use crate::h2::streams::Streams;
+use crate::h2::streams::{SendHalf, Stream, Streams};
 use crate::h2::window::Window;
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -25,6 +26,22 @@ impl PendingSend {
     pub(crate) fn unsent(&self) -> usize {
         self.data.len() - self.sent
     }
+}
+
+/// What [`SendFlow::send_data`] did with the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sent {
+    /// Bytes taken: all of them or none.
+    pub accepted: usize,
+    /// END_STREAM went out: the sending half is done.
+    pub closed: bool,
+}
+
+impl Sent {
+    const REFUSED: Sent = Sent {
+        accepted: 0,
+        closed: false,
+    };
 }
 
 /// Trailers kept until the data before them has been sent.
@@ -73,9 +90,27 @@ impl SendFlow {
         self.held -= pending.unsent();
     }
 
+    /// How many body bytes stream `id` takes now: what the windows let
+    /// out at once plus the room left in its buffer of `cap` bytes. Zero
+    /// once its sending half is closing or gone.
+    pub(crate) fn capacity(&self, streams: &Streams, id: u32, cap: usize) -> usize {
+        let Some(state) = streams.get(id) else {
+            return 0;
+        };
+        if state.send != SendHalf::Open {
+            return 0;
+        }
+        match &state.pending {
+            Some(pending) => cap.saturating_sub(pending.unsent()),
+            None => state.send_window.available().min(self.window.available()) + cap,
+        }
+    }
+
     /// Sends body bytes on stream `id` as far as the windows allow and
-    /// holds the rest. Returns whether all of it, and END_STREAM if asked,
-    /// went out. Ignored (`false`) if the stream is gone.
+    /// holds the rest, if the stream holds less than `cap` bytes already;
+    /// otherwise takes nothing. A stream takes all of `data` or none of it.
+    /// With `end_stream` its sending half closes (at once, or once the held
+    /// bytes are out).
     pub(crate) fn send_data(
         &mut self,
         streams: &mut Streams,
@@ -83,15 +118,28 @@ impl SendFlow {
         id: u32,
         data: &[u8],
         end_stream: bool,
-    ) -> bool {
+        cap: usize,
+    ) -> Sent {
         let Some(state) = streams.get_mut(id) else {
-            return false;
+            return Sent::REFUSED;
         };
+        if state.send != SendHalf::Open {
+            return Sent::REFUSED;
+        }
         if let Some(pending) = &mut state.pending {
+            if pending.unsent() >= cap {
+                return Sent::REFUSED;
+            }
             pending.data.extend_from_slice(data);
             pending.end_stream = end_stream;
+            if end_stream {
+                state.send = SendHalf::Closing;
+            }
             self.held += data.len();
-            return false;
+            return Sent {
+                accepted: data.len(),
+                closed: false,
+            };
         }
         let max_frame = output.max_frame();
         let sent = write_data_frames(
@@ -111,22 +159,26 @@ impl SendFlow {
                 end_stream,
                 trailers: None,
             }));
+            if end_stream {
+                state.send = SendHalf::Closing;
+            }
             self.queue_blocked(streams, id);
-            false
+            Sent {
+                accepted: data.len(),
+                closed: false,
+            }
         } else {
-            end_stream
+            Sent {
+                accepted: data.len(),
+                closed: end_stream,
+            }
         }
     }
 
-    /// Keeps trailers behind the data stream `id` holds; returns `false`
-    /// when it holds none, so the trailers can go out now.
-    pub(crate) fn hold_trailers(
-        &mut self,
-        streams: &mut Streams,
-        id: u32,
-        fields: &[Field<'_>],
-    ) -> bool {
-        let Some(pending) = streams.get_mut(id).and_then(|s| s.pending.as_mut()) else {
+    /// Keeps trailers behind the data `state` holds; returns `false` when
+    /// it holds none, so the trailers can go out now.
+    pub(crate) fn hold_trailers(state: &mut Stream, fields: &[Field<'_>]) -> bool {
+        let Some(pending) = state.pending.as_mut() else {
             return false;
         };
         let mut owned = OwnedFields::default();
@@ -138,6 +190,7 @@ impl SendFlow {
             owned.fields.push((name, value, field.indexing));
         }
         pending.trailers = Some(owned);
+        state.send = SendHalf::Closing;
         true
     }
 
@@ -154,14 +207,16 @@ impl SendFlow {
     }
 
     /// Sends what the windows now allow of the held responses, in order,
-    /// visiting at most `rounds` queued streams. Stops early at a stream
-    /// whose response is now complete and returns it, for the caller to
-    /// close before calling again.
+    /// visiting at most `rounds` queued streams; a stream that may send
+    /// more and got bytes out is reported as [`Event::Writable`]. Stops
+    /// early at a stream whose response is now complete and returns it, for
+    /// the caller to close before calling again.
     pub(crate) fn flush(
         &mut self,
         streams: &mut Streams,
         output: &mut Output,
         rounds: &mut usize,
+        events: &mut Vec<Event>,
     ) -> Option<u32> {
         while *rounds > 0 && self.window.available() > 0 {
             *rounds -= 1;
@@ -184,7 +239,17 @@ impl SendFlow {
             );
             pending.sent += sent;
             self.held -= sent;
+            if sent > 0 && state.send == SendHalf::Open {
+                // Room opened in a stream that may send more.
+                events.push(Event::Writable { stream: id });
+            }
             if pending.sent < pending.data.len() {
+                if pending.sent >= pending.data.len() / 2 {
+                    // Keep a long-lived stream's buffer from growing with
+                    // what has already gone out.
+                    pending.data.drain(..pending.sent);
+                    pending.sent = 0;
+                }
                 state.pending = Some(pending);
                 self.blocked.push_back(id);
                 continue;

@@ -9,12 +9,41 @@ use crate::h2::send_flow::PendingSend;
 use crate::h2::window::Window;
 use std::collections::{HashMap, VecDeque};
 
+/// The receiving half of a stream: whether the client may still send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecvHalf {
+    /// DATA and trailers may still arrive.
+    Open,
+    /// The client sent END_STREAM.
+    Closed,
+}
+
+/// The sending half of a stream. A stream whose sending half is done is
+/// removed from the table (after a RST_STREAM(NO_ERROR) if the client is
+/// still sending, RFC 9113 section 8.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendHalf {
+    /// No response HEADERS yet.
+    Idle,
+    /// Response HEADERS sent; DATA and trailers may follow.
+    Open,
+    /// END_STREAM (with the last DATA or the trailers) waits behind data
+    /// held for the peer's windows; nothing more may be added.
+    Closing,
+}
+
 /// One open stream.
 pub(crate) struct Stream {
-    /// The client may still send DATA.
-    pub recv_open: bool,
+    /// Whether the client may still send.
+    pub recv: RecvHalf,
+    /// Whether the server may still send.
+    pub send: SendHalf,
     /// Bytes the client may still send before the server replenishes.
     pub recv_window: i64,
+    /// Body bytes received that the consumer has not released yet
+    /// ([`Connection::release_capacity`](crate::h2::Connection::release_capacity)):
+    /// the window is not opened again for them.
+    pub unreleased: u64,
     /// Bytes the server may still send.
     pub send_window: Window,
     /// The request's `content-length`, when it gave one.
@@ -23,6 +52,40 @@ pub(crate) struct Stream {
     pub received: u64,
     /// Response bytes waiting for the peer's windows.
     pub pending: Option<Box<PendingSend>>,
+    /// The input batch in which an event for this stream was last
+    /// reported: a reset in the same batch takes those events back.
+    pub event_batch: u32,
+}
+
+impl Stream {
+    /// A stream just opened by request headers.
+    pub(crate) fn new(end_stream: bool, recv_window: u32, send_window: u32, batch: u32) -> Stream {
+        Stream {
+            recv: if end_stream {
+                RecvHalf::Closed
+            } else {
+                RecvHalf::Open
+            },
+            send: SendHalf::Idle,
+            recv_window: i64::from(recv_window),
+            unreleased: 0,
+            send_window: Window::new(send_window),
+            content_length: None,
+            received: 0,
+            pending: None,
+            event_batch: batch,
+        }
+    }
+
+    /// Whether the client may still send.
+    pub(crate) fn recv_open(&self) -> bool {
+        self.recv == RecvHalf::Open
+    }
+
+    /// Response bytes held for the peer's windows.
+    pub(crate) fn buffered(&self) -> usize {
+        self.pending.as_ref().map_or(0, |p| p.unsent())
+    }
 }
 
 /// How many closed stream ids are remembered to tell "closed" from "idle".

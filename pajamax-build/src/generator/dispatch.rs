@@ -1,0 +1,483 @@
+//! Dispatch mode: the worker decodes a request and sends it, with where its
+//! answer goes, to a thread the application owns, whose shard handlers take
+//! `&mut self`.
+
+use super::model::{doc, proto_doc, Kind, MethodCode, Problems, ServiceCode};
+use super::skeleton::{self, Routes, Server};
+use proc_macro2::{Ident, TokenStream};
+use quote::{format_ident, quote};
+
+/// The kinds served in dispatch mode.
+const SERVED: [Kind; 2] = [Kind::Unary, Kind::ServerStreaming];
+
+/// The names of the items a dispatch-mode module holds.
+struct Names {
+    /// `DictStoreRequest`.
+    request: Ident,
+    /// `DictStoreAnswer`.
+    answer: Ident,
+    /// `DictStoreCall`.
+    call: Ident,
+    /// `DictStoreShard`.
+    shard: Ident,
+    /// `DictStoreDispatch`.
+    dispatch: Ident,
+}
+
+/// What one served method adds to the module.
+struct Parts {
+    /// Its variant of the request enum.
+    request_variant: TokenStream,
+    /// Its variant of the answer enum.
+    answer_variant: TokenStream,
+    /// Its shard trait method.
+    shard_method: TokenStream,
+    /// Its arm of `handle`'s match on `(request, answer)`.
+    handle: TokenStream,
+    /// Its arm of the answer's `fail`, which ends the call with `status`.
+    fail: TokenStream,
+    /// Its arm of the answer's `trailers_mut`.
+    trailers: TokenStream,
+    /// What its entry point's arm does.
+    route: TokenStream,
+}
+
+/// The request variant, shared by both served kinds.
+fn request_variant(method: &MethodCode<'_>) -> TokenStream {
+    let MethodCode { variant, input, .. } = method;
+    let variant_doc = doc(&format!("A `{}` request.", method.route));
+    quote! {
+        #variant_doc
+        #variant(#input),
+    }
+}
+
+/// Decodes the request bytes into the request enum's variant `request`,
+/// picks the queue and makes the call with `answer`, then queues it; a call
+/// that cannot be queued is answered at once with the reason. `answer` may
+/// use `ctx`; it is made once the queue is chosen.
+fn dispatch_route(method: &MethodCode<'_>, names: &Names, answer: TokenStream) -> TokenStream {
+    let Names { request, call, .. } = names;
+    let variant = &method.variant;
+    let decoded = if method.input_is_unit {
+        quote! {
+            pajamax::decode_request::<()>(request)?;
+            let request = #request::#variant(());
+        }
+    } else {
+        quote!(let request = #request::#variant(pajamax::decode_request(request)?);)
+    };
+    quote! {
+        #decoded
+        let sender = self.dispatch.dispatch_to(&request);
+        #answer
+        let call = #call { request, answer };
+        if let Err((status, call)) = sender.try_dispatch(call) {
+            call.answer.fail(status);
+        }
+    }
+}
+
+/// A unary method: the shard returns the answer, which the call's
+/// `Responder` takes back to the worker.
+fn unary(method: &MethodCode<'_>, names: &Names) -> Parts {
+    let MethodCode {
+        name,
+        variant,
+        input,
+        output,
+        ..
+    } = method;
+    let Names {
+        request, answer, ..
+    } = names;
+    let answer_doc = doc(&format!(
+        "Where the answer of a `{}` call goes.",
+        method.route
+    ));
+    let proto = proto_doc(&method.proto.comments);
+    let shard_doc = doc(&format!(
+        "Handles `{}`: one request, one answer. The default answers `UNIMPLEMENTED`.\n\
+         \n\
+         # Errors\n\
+         \n\
+         The [`Status`](pajamax::Status) to end the call with instead of an answer.",
+        method.route
+    ));
+    let unimplemented = method.unimplemented();
+    let argument = method.argument();
+    let route = dispatch_route(
+        method,
+        names,
+        quote!(let answer = #answer::#variant(ctx.defer());),
+    );
+    Parts {
+        request_variant: request_variant(method),
+        answer_variant: quote! {
+            #answer_doc
+            #variant(pajamax::Responder),
+        },
+        shard_method: quote! {
+            #proto
+            #shard_doc
+            #[allow(unused_variables)]
+            fn #name(&mut self, request: #input) -> ::core::result::Result<#output, pajamax::Status> {
+                Err(#unimplemented)
+            }
+        },
+        handle: quote! {
+            (#request::#variant(#argument), #answer::#variant(responder)) => {
+                responder.respond(shard.#name(#argument));
+            }
+        },
+        fail: quote!(Self::#variant(responder) => responder.respond::<()>(Err(status)),),
+        trailers: quote!(Self::#variant(responder) => responder.trailers_mut(),),
+        route: quote!({
+            #route
+            Ok(())
+        }),
+    }
+}
+
+/// A server-streaming method: the shard sends the answers through the
+/// call's `Sink`.
+fn server_streaming(method: &MethodCode<'_>, names: &Names) -> Parts {
+    let MethodCode {
+        name,
+        variant,
+        input,
+        output,
+        ..
+    } = method;
+    let Names {
+        request, answer, ..
+    } = names;
+    let answer_doc = doc(&format!(
+        "Where the answers of a `{}` call go.",
+        method.route
+    ));
+    let proto = proto_doc(&method.proto.comments);
+    let shard_doc = doc(&format!(
+        "Handles `{}`: one request, a stream of answers, sent through `sink`.\n\
+         \n\
+         [`Sink::send`](pajamax::Sink::send) waits for flow-control credit: a client that\n\
+         reads slowly slows the thread that sends, and the calls queued behind it, so\n\
+         a long stream may be better moved to a thread of its own. `send` fails once\n\
+         the call has ended (the client cancelled, the deadline passed, the connection\n\
+         closed): stop then. End with [`Sink::finish`](pajamax::Sink::finish); a sink\n\
+         dropped unfinished ends the call `INTERNAL`. The default finishes with\n\
+         `UNIMPLEMENTED`.",
+        method.route
+    ));
+    let unimplemented = method.unimplemented();
+    let argument = method.argument();
+    let route = dispatch_route(
+        method,
+        names,
+        quote! {
+            let (stream, sink) = pajamax::ServerStream::channel(ctx);
+            let answer = #answer::#variant(sink);
+        },
+    );
+    Parts {
+        request_variant: request_variant(method),
+        answer_variant: quote! {
+            #answer_doc
+            #variant(pajamax::Sink<#output>),
+        },
+        shard_method: quote! {
+            #proto
+            #shard_doc
+            #[allow(unused_variables)]
+            fn #name(&mut self, request: #input, sink: pajamax::Sink<#output>) {
+                sink.finish(Err(#unimplemented));
+            }
+        },
+        handle: quote! {
+            (#request::#variant(#argument), #answer::#variant(sink)) => {
+                shard.#name(#argument, sink);
+            }
+        },
+        fail: quote!(Self::#variant(sink) => sink.finish(Err(status)),),
+        trailers: quote!(Self::#variant(sink) => sink.trailers_mut(),),
+        // When the call could not be queued, its sink has finished it:
+        // the stream returned ends with that status.
+        route: quote!({
+            #route
+            Ok(stream.into_raw())
+        }),
+    }
+}
+
+/// A client-streaming or bidirectional method, which dispatch mode does not
+/// serve: its route answers `UNIMPLEMENTED`, and the build says so.
+fn not_served(method: &MethodCode<'_>, problems: &mut Problems) -> TokenStream {
+    let text = format!(
+        "{} methods are not served in dispatch mode",
+        method.kind.describe()
+    );
+    problems.warn(
+        &method.route,
+        format!(
+            "{text}: its calls answer UNIMPLEMENTED (generate the service in local mode \
+             to serve it)"
+        ),
+    );
+    let status = format!("{}: {text}", method.route);
+    quote!(Err(pajamax::Status::unimplemented(#status)))
+}
+
+/// The request and answer enums, and the call that carries them.
+fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenStream {
+    let full_name = &code.full_name;
+    let Names {
+        request,
+        answer,
+        call,
+        shard,
+        ..
+    } = names;
+    let request_doc = doc(&format!(
+        "A decoded `{full_name}` request: one variant per unary or server-streaming\n\
+         method, named as the method is."
+    ));
+    let answer_doc = doc(&format!(
+        "Where the answer of a `{full_name}` call goes, with a variant named as the\n\
+         [`{request}`] one: a [`Responder`](pajamax::Responder) for a unary method, a\n\
+         [`Sink`](pajamax::Sink) for a server-streaming one."
+    ));
+    let call_doc = doc(&format!(
+        "A `{full_name}` call on its way to the thread that serves it: the decoded\n\
+         request and where its answer goes. A call dropped without an answer is\n\
+         answered `INTERNAL`."
+    ));
+    let request_variants = parts.iter().map(|p| &p.request_variant);
+    let answer_variants = parts.iter().map(|p| &p.answer_variant);
+    let fail_arms = parts.iter().map(|p| &p.fail);
+    let trailer_arms = parts.iter().map(|p| &p.trailers);
+    let handle_arms = parts.iter().map(|p| &p.handle);
+    // A reference to an enum without variants is not itself empty: match
+    // on the enum.
+    let status = if parts.is_empty() {
+        format_ident!("_status")
+    } else {
+        format_ident!("status")
+    };
+    let trailers_body = if parts.is_empty() {
+        quote!(match *self {})
+    } else {
+        quote!(match self { #(#trailer_arms)* })
+    };
+    let handle = match parts.len() {
+        0 => quote! {
+            pub fn handle<S: #shard + ?Sized>(self, _shard: &mut S) {
+                match self.request {}
+            }
+        },
+        1 => quote! {
+            pub fn handle<S: #shard + ?Sized>(self, shard: &mut S) {
+                match (self.request, self.answer) {
+                    #(#handle_arms)*
+                }
+            }
+        },
+        _ => {
+            let replaced = format!(
+                "the request of this {full_name} call was replaced by one for another method"
+            );
+            quote! {
+                pub fn handle<S: #shard + ?Sized>(self, shard: &mut S) {
+                    match (self.request, self.answer) {
+                        #(#handle_arms)*
+                        (_, answer) => answer.fail(pajamax::Status::internal(#replaced)),
+                    }
+                }
+            }
+        }
+    };
+    let handle_doc = doc(
+        "Runs the handler of `shard` that the request is for: a unary handler's\n\
+         result answers the call, a server-streaming handler gets the call's sink.",
+    );
+    let fail_doc = doc("Ends the call with `status` instead of an answer.");
+    let trailers_doc = doc("Metadata sent with the trailers of the answer.");
+    let into_parts_doc = doc(&format!(
+        "The request and where its answer goes, to answer the call some other way\n\
+         than with [`handle`](Self::handle): the [`{answer}`] variant of the request's\n\
+         method."
+    ));
+    quote! {
+        #request_doc
+        #[derive(Debug)]
+        #[allow(clippy::large_enum_variant)]
+        pub enum #request {
+            #(#request_variants)*
+        }
+
+        #answer_doc
+        #[derive(Debug)]
+        pub enum #answer {
+            #(#answer_variants)*
+        }
+
+        impl #answer {
+            #fail_doc
+            pub fn fail(self, #status: pajamax::Status) {
+                match self {
+                    #(#fail_arms)*
+                }
+            }
+
+            #trailers_doc
+            pub fn trailers_mut(&mut self) -> &mut pajamax::grpc::metadata::Metadata {
+                #trailers_body
+            }
+        }
+
+        #call_doc
+        #[derive(Debug)]
+        pub struct #call {
+            /// The decoded request.
+            pub request: #request,
+            answer: #answer,
+        }
+
+        impl #call {
+            #handle_doc
+            #handle
+
+            #trailers_doc
+            pub fn trailers_mut(&mut self) -> &mut pajamax::grpc::metadata::Metadata {
+                self.answer.trailers_mut()
+            }
+
+            #into_parts_doc
+            pub fn into_parts(self) -> (#request, #answer) {
+                (self.request, self.answer)
+            }
+        }
+    }
+}
+
+/// The shard trait's docs.
+fn shard_doc(code: &ServiceCode<'_>, names: &Names) -> TokenStream {
+    let full_name = &code.full_name;
+    let call = &names.call;
+    let mut text = format!(
+        "The handlers of the `{full_name}` service in dispatch mode, run by a thread\n\
+         that owns its state: they take `&mut self`, so no lock is needed. Pass the\n\
+         state to [`{call}::handle`]. A method left alone answers `UNIMPLEMENTED`."
+    );
+    let not_served: Vec<String> = code
+        .methods
+        .iter()
+        .filter(|m| !SERVED.contains(&m.kind))
+        .map(|m| format!("`{}`", m.proto.proto_name))
+        .collect();
+    if !not_served.is_empty() {
+        text.push_str(&format!(
+            "\n\nClient-streaming and bidirectional methods are not served in dispatch mode\n\
+             and answer `UNIMPLEMENTED`: {}.",
+            not_served.join(", ")
+        ));
+    }
+    let proto = proto_doc(&code.service.comments);
+    let generated = doc(&text);
+    quote!(#proto #generated)
+}
+
+/// The server module of a service in dispatch mode, and what it could not
+/// serve.
+pub(crate) fn generate(code: &ServiceCode<'_>) -> (TokenStream, Problems) {
+    let names = Names {
+        request: code.named("Request"),
+        answer: code.named("Answer"),
+        call: code.named("Call"),
+        shard: code.named("Shard"),
+        dispatch: code.named("Dispatch"),
+    };
+    let mut problems = Problems::default();
+    let served = || code.of_kinds(&SERVED);
+    problems.check_clashes(
+        &code.full_name,
+        served().map(|m| (m.route.as_str(), m.name.to_string())),
+    );
+    problems.check_clashes(
+        &code.full_name,
+        served().map(|m| (m.route.as_str(), m.variant.to_string())),
+    );
+
+    let mut parts = Vec::new();
+    // Unary answers go through the call's responder, not `reply`; the
+    // inbound methods only answer UNIMPLEMENTED.
+    let mut routes = Routes::new(false, false);
+    for method in &code.methods {
+        let route = match method.kind {
+            Kind::Unary | Kind::ServerStreaming => {
+                let method_parts = if method.kind == Kind::Unary {
+                    unary(method, &names)
+                } else {
+                    server_streaming(method, &names)
+                };
+                let route = method_parts.route.clone();
+                parts.push(method_parts);
+                route
+            }
+            Kind::ClientStreaming | Kind::BidiStreaming => not_served(method, &mut problems),
+        };
+        routes.add(method.kind, method.index_literal(), route);
+    }
+
+    let Names {
+        request,
+        call,
+        shard,
+        dispatch,
+        ..
+    } = &names;
+    let full_name = &code.full_name;
+    let call_items = call_items(code, &names, &parts);
+    let shard_doc = shard_doc(code, &names);
+    let shard_methods = parts.iter().map(|p| &p.shard_method);
+    let dispatch_doc = doc(&format!(
+        "Chooses the thread that serves each `{full_name}` call, by the queue it is\n\
+         sent to. A full queue answers the call `RESOURCE_EXHAUSTED`, a queue whose\n\
+         receiver is gone `UNAVAILABLE`."
+    ));
+    let dispatch_to_doc = doc("The queue of the thread that serves `request`.");
+    let items = quote! {
+        #call_items
+
+        #shard_doc
+        pub trait #shard {
+            #(#shard_methods)*
+        }
+
+        #dispatch_doc
+        pub trait #dispatch: Send + Sync + 'static {
+            #dispatch_to_doc
+            fn dispatch_to(&self, request: &#request) -> &pajamax::dispatch::Sender<#call>;
+        }
+    };
+    let server = Server {
+        param: format_ident!("D"),
+        bound: dispatch.clone(),
+        field: format_ident!("dispatch"),
+        doc: format!(
+            "Decodes calls and sends them where a [`{dispatch}`] says: add it to a\n\
+             pajamax server."
+        ),
+        new_doc: "Sends calls where `dispatch` says.",
+        from_arc_doc: "Sends calls where a `dispatch` shared with other code says.",
+    };
+    let module = &code.module;
+    let module_doc = format!(
+        "Server code for the `{full_name}` service in dispatch mode: calls are sent to\n\
+         threads the application owns. Implement [`{module}::{shard}`] for the state a\n\
+         thread owns and [`{module}::{dispatch}`] to choose the thread of each call."
+    );
+    let mut errors = code.problems.errors.clone();
+    errors.extend(problems.errors.iter().cloned());
+    let tokens = skeleton::module(code, &module_doc, &errors, items, &server, &routes);
+    (tokens, problems)
+}

@@ -1,0 +1,1181 @@
+//! The generated code, parsed back with `syn`: its items and signatures
+//! per kind of method and mode, its docs, and what it reports.
+
+use super::*;
+use prost_build::{Comments, Method};
+use quote::ToTokens;
+use syn::{
+    Attribute, FnArg, ImplItem, Item, ItemEnum, ItemImpl, ItemMod, ItemStruct, ItemTrait,
+    ReturnType, TraitItem, Visibility,
+};
+
+fn method(proto_name: &str, input: &str, output: &str) -> Method {
+    Method {
+        name: crate::ident::method_name(proto_name),
+        proto_name: proto_name.to_owned(),
+        comments: Comments::default(),
+        input_type: input.to_owned(),
+        output_type: output.to_owned(),
+        input_proto_type: String::new(),
+        output_proto_type: String::new(),
+        options: Default::default(),
+        client_streaming: false,
+        server_streaming: false,
+    }
+}
+
+fn server_streaming(proto_name: &str, input: &str, output: &str) -> Method {
+    Method {
+        server_streaming: true,
+        ..method(proto_name, input, output)
+    }
+}
+
+fn client_streaming(proto_name: &str, input: &str, output: &str) -> Method {
+    Method {
+        client_streaming: true,
+        ..method(proto_name, input, output)
+    }
+}
+
+fn bidi_streaming(proto_name: &str, input: &str, output: &str) -> Method {
+    Method {
+        client_streaming: true,
+        server_streaming: true,
+        ..method(proto_name, input, output)
+    }
+}
+
+fn service(package: &str, name: &str, methods: Vec<Method>) -> Service {
+    Service {
+        name: name.to_owned(),
+        proto_name: name.to_owned(),
+        package: package.to_owned(),
+        comments: Comments::default(),
+        methods,
+        options: Default::default(),
+    }
+}
+
+/// `routeguide.RouteGuide`, one method of each kind.
+fn route_guide() -> Service {
+    let mut get = method("GetFeature", "Point", "Feature");
+    get.comments.leading = vec![" Obtains the feature at a given position.".to_owned()];
+    let mut guide = service(
+        "routeguide",
+        "RouteGuide",
+        vec![
+            get,
+            server_streaming("ListFeatures", "Rectangle", "Feature"),
+            client_streaming("RecordRoute", "Point", "RouteSummary"),
+            bidi_streaming("RouteChat", "RouteNote", "RouteNote"),
+        ],
+    );
+    guide.comments.leading = vec![" Interface exported by the server.".to_owned()];
+    guide
+}
+
+/// `dict_store.DictStore` with a unary and a server-streaming method.
+fn dict_store() -> Service {
+    let mut get = method("Get", "Key", "Value");
+    get.comments.leading = vec![" Reads a key.".to_owned()];
+    service(
+        "dict_store",
+        "DictStore",
+        vec![get, server_streaming("Watch", "Key", "Value")],
+    )
+}
+
+/// The generated code of `service` in `mode`, its module parsed, and the
+/// warnings.
+struct Output {
+    code: String,
+    module: ItemMod,
+    warnings: Vec<String>,
+}
+
+fn generate(service: &Service, mode: ServiceMode) -> Output {
+    let Generated { code, warnings } = generate_service(service, mode);
+    let file = syn::parse_file(&code).unwrap_or_else(|err| panic!("{err}\n{code}"));
+    let [Item::Mod(module)] = &file.items[..] else {
+        panic!("one module expected in\n{code}")
+    };
+    Output {
+        module: module.clone(),
+        code,
+        warnings,
+    }
+}
+
+fn local(service: &Service) -> Output {
+    generate(service, ServiceMode::Local)
+}
+
+fn dispatched(service: &Service) -> Output {
+    generate(service, ServiceMode::Dispatch)
+}
+
+/// Tokens as text without spaces nor the trailing commas the formatter
+/// adds to lists it breaks over lines, to compare types and code.
+fn compact(tokens: impl ToTokens) -> String {
+    compact_code(&tokens.to_token_stream().to_string())
+}
+
+/// Code as text, as [`compact`] gives it.
+fn compact_code(code: &str) -> String {
+    let mut text: String = code.split_whitespace().collect();
+    for close in [">", ")", "]", "}"] {
+        text = text.replace(&format!(",{close}"), close);
+    }
+    text
+}
+
+impl Output {
+    fn items(&self) -> &[Item] {
+        &self.module.content.as_ref().expect("an inline module").1
+    }
+
+    fn item_trait(&self, name: &str) -> &ItemTrait {
+        self.items()
+            .iter()
+            .find_map(|item| match item {
+                Item::Trait(t) if t.ident == name => Some(t),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no trait {name} in\n{}", self.code))
+    }
+
+    fn item_enum(&self, name: &str) -> &ItemEnum {
+        self.items()
+            .iter()
+            .find_map(|item| match item {
+                Item::Enum(e) if e.ident == name => Some(e),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no enum {name} in\n{}", self.code))
+    }
+
+    fn item_struct(&self, name: &str) -> &ItemStruct {
+        self.items()
+            .iter()
+            .find_map(|item| match item {
+                Item::Struct(s) if s.ident == name => Some(s),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no struct {name} in\n{}", self.code))
+    }
+
+    /// The impl of `trait_name` (its last path segment), or the inherent
+    /// impl for `None`, on type `self_ty`.
+    fn item_impl(&self, trait_name: Option<&str>, self_ty: &str) -> &ItemImpl {
+        self.items()
+            .iter()
+            .find_map(|item| match item {
+                Item::Impl(i)
+                    if i.trait_
+                        .as_ref()
+                        .map(|(_, path, _)| path.segments.last().unwrap().ident.to_string())
+                        == trait_name.map(str::to_owned)
+                        && compact(&i.self_ty).starts_with(self_ty) =>
+                {
+                    Some(i)
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no impl {trait_name:?} for {self_ty} in\n{}", self.code))
+    }
+
+    /// The `pajamax::Service` impl of the server.
+    fn service_impl(&self, server: &str) -> &ItemImpl {
+        self.item_impl(Some("Service"), server)
+    }
+
+    /// The `compile_error!` messages at the top of the module.
+    fn compile_errors(&self) -> Vec<String> {
+        self.items()
+            .iter()
+            .filter_map(|item| match item {
+                Item::Macro(m) if m.mac.path.segments.last().unwrap().ident == "compile_error" => {
+                    let message: syn::LitStr = m.mac.parse_body().unwrap();
+                    Some(message.value())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn has_warning(&self, expected: &str) -> bool {
+        self.warnings.iter().any(|w| w == expected)
+    }
+}
+
+/// A function's signature: its arguments after `self` (`name: type`) and
+/// its return type, without spaces.
+struct Signature {
+    receiver: String,
+    args: Vec<String>,
+    output: String,
+}
+
+fn signature(sig: &syn::Signature) -> Signature {
+    let mut receiver = String::new();
+    let mut args = Vec::new();
+    for input in &sig.inputs {
+        match input {
+            FnArg::Receiver(r) => receiver = compact(r),
+            FnArg::Typed(t) => args.push(format!("{}:{}", compact(&t.pat), compact(&t.ty))),
+        }
+    }
+    let output = match &sig.output {
+        ReturnType::Default => String::new(),
+        ReturnType::Type(_, ty) => compact(ty),
+    };
+    Signature {
+        receiver,
+        args,
+        output,
+    }
+}
+
+fn trait_methods(t: &ItemTrait) -> Vec<(String, Signature)> {
+    t.items
+        .iter()
+        .filter_map(|item| match item {
+            TraitItem::Fn(f) => Some((f.sig.ident.to_string(), signature(&f.sig))),
+            _ => None,
+        })
+        .collect()
+}
+
+fn impl_fns(i: &ItemImpl) -> Vec<&syn::ImplItemFn> {
+    i.items
+        .iter()
+        .filter_map(|item| match item {
+            ImplItem::Fn(f) => Some(f),
+            _ => None,
+        })
+        .collect()
+}
+
+fn impl_fn_names(i: &ItemImpl) -> Vec<String> {
+    impl_fns(i)
+        .iter()
+        .map(|f| f.sig.ident.to_string())
+        .collect()
+}
+
+fn impl_fn<'i>(i: &'i ItemImpl, name: &str) -> &'i syn::ImplItemFn {
+    impl_fns(i)
+        .into_iter()
+        .find(|f| f.sig.ident == name)
+        .unwrap_or_else(|| panic!("no fn {name}"))
+}
+
+/// The method numbers an entry point routes: the literal patterns of its
+/// outermost `match method`.
+fn routed(f: &syn::ImplItemFn) -> Vec<usize> {
+    let Some(syn::Stmt::Expr(syn::Expr::Match(m), None)) = f.block.stmts.last() else {
+        panic!("{} does not end in a match", f.sig.ident)
+    };
+    m.arms
+        .iter()
+        .filter_map(|arm| match &arm.pat {
+            syn::Pat::Lit(lit) => Some(compact(lit).parse().unwrap()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn variants(e: &ItemEnum) -> Vec<(String, String)> {
+    e.variants
+        .iter()
+        .map(|v| (v.ident.to_string(), compact(&v.fields)))
+        .collect()
+}
+
+fn doc_text(attrs: &[Attribute]) -> String {
+    attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .map(|a| match &a.meta {
+            syn::Meta::NameValue(nv) => match &nv.value {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => s.value(),
+                _ => panic!("a doc string"),
+            },
+            _ => panic!("a doc string"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const RESULT: &str = "::core::result::Result";
+
+#[test]
+fn local_mode_has_a_handler_pair_per_method_of_each_kind() {
+    let out = local(&route_guide());
+    assert_eq!(out.module.ident, "route_guide_server");
+    let handlers = trait_methods(out.item_trait("RouteGuide"));
+    let names: Vec<&str> = handlers.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "get_feature",
+            "get_feature_with_context",
+            "list_features",
+            "list_features_with_context",
+            "record_route",
+            "record_route_with_context",
+            "route_chat",
+            "route_chat_with_context",
+        ]
+    );
+    let ctx = "ctx:&mutpajamax::Context<'_>";
+    let expected: [(&[&str], String); 8] = [
+        (
+            &["request:super::Point"],
+            format!("{RESULT}<super::Feature,pajamax::Status>"),
+        ),
+        (
+            &[ctx, "request:super::Point"],
+            format!("{RESULT}<super::Feature,pajamax::Status>"),
+        ),
+        (
+            &["request:super::Rectangle"],
+            format!("{RESULT}<pajamax::ServerStream<super::Feature>,pajamax::Status>"),
+        ),
+        (
+            &[ctx, "request:super::Rectangle"],
+            format!("{RESULT}<pajamax::ServerStream<super::Feature>,pajamax::Status>"),
+        ),
+        (
+            &[],
+            format!(
+                "{RESULT}<pajamax::ClientStream<super::Point,super::RouteSummary>,pajamax::Status>"
+            ),
+        ),
+        (
+            &[ctx],
+            format!(
+                "{RESULT}<pajamax::ClientStream<super::Point,super::RouteSummary>,pajamax::Status>"
+            ),
+        ),
+        (
+            &[],
+            format!(
+                "{RESULT}<pajamax::BidiStream<super::RouteNote,super::RouteNote>,pajamax::Status>"
+            ),
+        ),
+        (
+            &[ctx],
+            format!(
+                "{RESULT}<pajamax::BidiStream<super::RouteNote,super::RouteNote>,pajamax::Status>"
+            ),
+        ),
+    ];
+    for ((name, sig), (args, output)) in handlers.iter().zip(expected) {
+        assert_eq!(sig.receiver, "&self", "{name}");
+        assert_eq!(sig.args, args, "{name}");
+        assert_eq!(sig.output, output, "{name}");
+    }
+    // Every handler has a default.
+    for item in &out.item_trait("RouteGuide").items {
+        let TraitItem::Fn(f) = item else { continue };
+        assert!(f.default.is_some(), "{} has no default", f.sig.ident);
+    }
+    let supertraits = compact(&out.item_trait("RouteGuide").supertraits);
+    assert_eq!(supertraits, "Send+Sync+'static");
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    assert!(out.compile_errors().is_empty());
+}
+
+#[test]
+fn local_mode_serves_each_kind_through_its_entry_point() {
+    let out = local(&route_guide());
+    let service = out.service_impl("RouteGuideServer");
+    assert_eq!(compact(&service.generics), "<T:RouteGuide>");
+    assert_eq!(
+        impl_fn_names(service),
+        [
+            "name",
+            "methods",
+            "unary",
+            "server_streaming",
+            "client_streaming",
+            "bidi_streaming"
+        ]
+    );
+    let entry = |name| impl_fn(service, name);
+    assert_eq!(routed(entry("unary")), [0]);
+    assert_eq!(routed(entry("server_streaming")), [1]);
+    assert_eq!(routed(entry("client_streaming")), [2]);
+    assert_eq!(routed(entry("bidi_streaming")), [3]);
+
+    let sig = signature(&entry("unary").sig);
+    assert_eq!(
+        sig.args,
+        [
+            "method:usize",
+            "ctx:&mutpajamax::Context<'_>",
+            "request:&[u8]",
+            "reply:&mutpajamax::Reply<'_>"
+        ]
+    );
+    assert_eq!(sig.output, format!("{RESULT}<(),pajamax::Status>"));
+    let sig = signature(&entry("server_streaming").sig);
+    assert_eq!(
+        sig.args,
+        [
+            "method:usize",
+            "ctx:&mutpajamax::Context<'_>",
+            "request:&[u8]"
+        ]
+    );
+    assert_eq!(
+        sig.output,
+        format!("{RESULT}<pajamax::grpc::streaming::RawServerStream,pajamax::Status>")
+    );
+    for name in ["client_streaming", "bidi_streaming"] {
+        let sig = signature(&entry(name).sig);
+        assert_eq!(sig.args, ["method:usize", "ctx:&mutpajamax::Context<'_>"]);
+        assert_eq!(
+            sig.output,
+            format!("{RESULT}<pajamax::grpc::streaming::RawInbound,pajamax::Status>")
+        );
+    }
+
+    // Each entry point calls the `_with_context` handler and passes the
+    // stream on untyped.
+    let body = |name| compact(&entry(name).block);
+    assert!(body("unary").contains(
+        "letrequest:super::Point=pajamax::decode_request(request)?;\
+         letanswer=self.inner.get_feature_with_context(ctx,request)?;\
+         reply.encode(&answer);"
+    ));
+    assert!(body("server_streaming").contains(
+        "letrequest:super::Rectangle=pajamax::decode_request(request)?;\
+         letstream=self.inner.list_features_with_context(ctx,request)?;\
+         Ok(stream.into_raw())"
+    ));
+    assert!(body("client_streaming")
+        .contains("letstream=self.inner.record_route_with_context(ctx)?;Ok(stream.into_raw())"));
+    assert!(body("bidi_streaming")
+        .contains("letstream=self.inner.route_chat_with_context(ctx)?;Ok(stream.into_raw())"));
+    // A number that is no method of the kind answers UNIMPLEMENTED.
+    assert!(body("client_streaming").contains(
+        "_=>{Err(pajamax::Status::unimplemented(format!(\
+         \"{SERVICE_NAME}hasnoclient-streamingmethodnumber{method}\")))}"
+    ));
+}
+
+#[test]
+fn methods_lists_every_method_with_its_kind_in_proto_order() {
+    for out in [local(&route_guide()), dispatched(&route_guide())] {
+        let methods = out
+            .items()
+            .iter()
+            .find_map(|item| match item {
+                Item::Const(c) if c.ident == "METHODS" => Some(compact(&c.expr)),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            methods,
+            "&[\
+             pajamax::Method{name:\"GetFeature\",kind:pajamax::MethodKind::Unary},\
+             pajamax::Method{name:\"ListFeatures\",kind:pajamax::MethodKind::ServerStreaming},\
+             pajamax::Method{name:\"RecordRoute\",kind:pajamax::MethodKind::ClientStreaming},\
+             pajamax::Method{name:\"RouteChat\",kind:pajamax::MethodKind::BidiStreaming}]"
+        );
+        assert!(compact_code(&out.code)
+            .contains("pubconstSERVICE_NAME:&str=\"routeguide.RouteGuide\";"));
+    }
+}
+
+#[test]
+fn the_service_impl_has_only_the_entry_points_of_its_kinds() {
+    let cases: [(Vec<Method>, &[&str]); 4] = [
+        (vec![method("Get", "A", "B")], &["unary"]),
+        (
+            vec![server_streaming("Watch", "A", "B")],
+            &["server_streaming"],
+        ),
+        (
+            vec![
+                client_streaming("Up", "A", "B"),
+                bidi_streaming("Chat", "A", "B"),
+            ],
+            &["client_streaming", "bidi_streaming"],
+        ),
+        (Vec::new(), &[]),
+    ];
+    for (methods, entry_points) in cases {
+        let svc = service("some", "Thing", methods);
+        for out in [local(&svc), dispatched(&svc)] {
+            let names = impl_fn_names(out.service_impl("ThingServer"));
+            assert_eq!(names[..2], ["name", "methods"]);
+            assert_eq!(names[2..], *entry_points, "in\n{}", out.code);
+        }
+    }
+}
+
+#[test]
+fn local_mode_warns_of_nothing_it_serves() {
+    let out = local(&route_guide());
+    assert!(out.warnings.is_empty());
+    // And says nothing of streaming being unsupported.
+    assert!(!out.code.contains("not supported"), "{}", out.code);
+    assert!(!out.code.contains("not served"), "{}", out.code);
+}
+
+#[test]
+fn the_trait_explains_the_kinds_it_has() {
+    let out = local(&route_guide());
+    let docs = doc_text(&out.item_trait("RouteGuide").attrs);
+    assert!(
+        docs.starts_with(" Interface exported by the server.\n\n"),
+        "{docs}"
+    );
+    for link in [
+        "(pajamax::ServerStream::iter)",
+        "(pajamax::ServerStream::channel)",
+        "(pajamax::ClientStream::on_worker)",
+        "(pajamax::ClientStream::channel)",
+        "(pajamax::BidiStream::on_worker)",
+        "(pajamax::BidiStream::channel)",
+    ] {
+        assert!(docs.contains(link), "no {link} in {docs}");
+    }
+    // Only the kinds the service has.
+    let greeter = local(&service(
+        "helloworld",
+        "Greeter",
+        vec![method("SayHello", "A", "B")],
+    ));
+    let docs = doc_text(&greeter.item_trait("Greeter").attrs);
+    assert!(
+        docs.contains("A unary method returns its answer."),
+        "{docs}"
+    );
+    assert!(!docs.contains("ServerStream"), "{docs}");
+    assert!(!docs.contains("BidiStream"), "{docs}");
+}
+
+#[test]
+fn dispatch_mode_has_the_expected_items() {
+    let out = dispatched(&dict_store());
+    assert_eq!(out.module.ident, "dict_store_server");
+    assert_eq!(
+        variants(out.item_enum("DictStoreRequest")),
+        [
+            ("Get".to_owned(), "(super::Key)".to_owned()),
+            ("Watch".to_owned(), "(super::Key)".to_owned()),
+        ]
+    );
+    assert_eq!(
+        variants(out.item_enum("DictStoreAnswer")),
+        [
+            ("Get".to_owned(), "(pajamax::Responder)".to_owned()),
+            (
+                "Watch".to_owned(),
+                "(pajamax::Sink<super::Value>)".to_owned()
+            ),
+        ]
+    );
+    assert!(matches!(
+        out.item_enum("DictStoreAnswer").vis,
+        Visibility::Public(_)
+    ));
+
+    // The call: a public request, and a private answer.
+    let call = out.item_struct("DictStoreCall");
+    let fields: Vec<(String, bool, String)> = call
+        .fields
+        .iter()
+        .map(|f| {
+            (
+                f.ident.as_ref().unwrap().to_string(),
+                matches!(f.vis, Visibility::Public(_)),
+                compact(&f.ty),
+            )
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("request".to_owned(), true, "DictStoreRequest".to_owned()),
+            ("answer".to_owned(), false, "DictStoreAnswer".to_owned()),
+        ]
+    );
+    let call_impl = out.item_impl(None, "DictStoreCall");
+    assert_eq!(
+        impl_fn_names(call_impl),
+        ["handle", "trailers_mut", "into_parts"]
+    );
+    let sig = signature(&impl_fn(call_impl, "handle").sig);
+    assert_eq!(
+        (sig.receiver.as_str(), &sig.args[..]),
+        ("self", &["shard:&mutS".to_owned()][..])
+    );
+    let sig = signature(&impl_fn(call_impl, "into_parts").sig);
+    assert_eq!(sig.output, "(DictStoreRequest,DictStoreAnswer)");
+    let sig = signature(&impl_fn(call_impl, "trailers_mut").sig);
+    assert_eq!(sig.output, "&mutpajamax::grpc::metadata::Metadata");
+    // handle runs the shard method with the matching answer.
+    let handle = compact(&impl_fn(call_impl, "handle").block);
+    assert!(handle.contains(
+        "(DictStoreRequest::Get(request),DictStoreAnswer::Get(responder))=>{responder.respond(shard.get(request));}"
+    ), "{handle}");
+    assert!(handle.contains(
+        "(DictStoreRequest::Watch(request),DictStoreAnswer::Watch(sink))=>{shard.watch(request,sink);}"
+    ), "{handle}");
+    // A request replaced by one of another method still ends the call.
+    assert!(
+        handle.contains("(_,answer)=>{answer.fail(pajamax::Status::internal("),
+        "{handle}"
+    );
+    let answer_impl = out.item_impl(None, "DictStoreAnswer");
+    assert_eq!(impl_fn_names(answer_impl), ["fail", "trailers_mut"]);
+    let fail = compact(&impl_fn(answer_impl, "fail").block);
+    assert!(fail.contains("Self::Get(responder)=>responder.respond::<()>(Err(status))"));
+    assert!(fail.contains("Self::Watch(sink)=>sink.finish(Err(status))"));
+
+    // The shard's handlers take `&mut self`; a server-streaming one gets
+    // the sink and returns nothing.
+    let shard = trait_methods(out.item_trait("DictStoreShard"));
+    let [(get, get_sig), (watch, watch_sig)] = &shard[..] else {
+        panic!("two shard methods expected")
+    };
+    assert_eq!((get.as_str(), watch.as_str()), ("get", "watch"));
+    assert_eq!(get_sig.receiver, "&mutself");
+    assert_eq!(get_sig.args, ["request:super::Key"]);
+    assert_eq!(
+        get_sig.output,
+        format!("{RESULT}<super::Value,pajamax::Status>")
+    );
+    assert_eq!(watch_sig.receiver, "&mutself");
+    assert_eq!(
+        watch_sig.args,
+        ["request:super::Key", "sink:pajamax::Sink<super::Value>"]
+    );
+    assert_eq!(watch_sig.output, "");
+    let watch_default = out
+        .item_trait("DictStoreShard")
+        .items
+        .iter()
+        .find_map(|item| match item {
+            TraitItem::Fn(f) if f.sig.ident == "watch" => f.default.as_ref(),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        compact(watch_default),
+        compact_code(
+            "{ sink.finish(Err(pajamax::Status::unimplemented(\
+             \"dict_store.DictStore/Watch is not implemented\"))); }"
+        )
+    );
+
+    let dispatch = trait_methods(out.item_trait("DictStoreDispatch"));
+    assert_eq!(dispatch.len(), 1);
+    assert_eq!(dispatch[0].0, "dispatch_to");
+    assert_eq!(dispatch[0].1.args, ["request:&DictStoreRequest"]);
+    assert_eq!(
+        dispatch[0].1.output,
+        "&pajamax::dispatch::Sender<DictStoreCall>"
+    );
+
+    // Nothing of local mode is written, and nothing is reported.
+    assert!(!out.code.contains("_with_context"));
+    assert!(!out
+        .items()
+        .iter()
+        .any(|item| matches!(item, Item::Trait(t) if t.ident == "DictStore")));
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    assert!(out.compile_errors().is_empty());
+}
+
+#[test]
+fn dispatch_mode_queues_unary_and_server_streaming_calls() {
+    let out = dispatched(&dict_store());
+    let service = out.service_impl("DictStoreServer");
+    assert_eq!(compact(&service.generics), "<D:DictStoreDispatch>");
+    assert_eq!(
+        impl_fn_names(service),
+        ["name", "methods", "unary", "server_streaming"]
+    );
+    let unary = impl_fn(service, "unary");
+    assert_eq!(routed(unary), [0]);
+    // The reply is not used: the answer comes through the responder.
+    assert_eq!(
+        signature(&unary.sig).args[3],
+        "_reply:&mutpajamax::Reply<'_>"
+    );
+    assert!(compact(&unary.block).contains(
+        "letrequest=DictStoreRequest::Get(pajamax::decode_request(request)?);\
+         letsender=self.dispatch.dispatch_to(&request);\
+         letanswer=DictStoreAnswer::Get(ctx.defer());\
+         letcall=DictStoreCall{request,answer};\
+         ifletErr((status,call))=sender.try_dispatch(call){call.answer.fail(status);}\
+         Ok(())"
+    ));
+    let streaming = impl_fn(service, "server_streaming");
+    assert_eq!(routed(streaming), [1]);
+    // The stream is returned whether or not the call could be queued: a
+    // call that could not has its sink finished with the reason.
+    assert!(compact(&streaming.block).contains(
+        "letrequest=DictStoreRequest::Watch(pajamax::decode_request(request)?);\
+         letsender=self.dispatch.dispatch_to(&request);\
+         let(stream,sink)=pajamax::ServerStream::channel(ctx);\
+         letanswer=DictStoreAnswer::Watch(sink);\
+         letcall=DictStoreCall{request,answer};\
+         ifletErr((status,call))=sender.try_dispatch(call){call.answer.fail(status);}\
+         Ok(stream.into_raw())"
+    ));
+}
+
+#[test]
+fn dispatch_mode_routes_client_and_bidi_streaming_to_unimplemented_and_warns() {
+    let out = dispatched(&route_guide());
+    assert_eq!(
+        out.warnings,
+        [
+            "pajamax-build: routeguide.RouteGuide/RecordRoute: client-streaming methods are not \
+             served in dispatch mode: its calls answer UNIMPLEMENTED (generate the service in \
+             local mode to serve it)",
+            "pajamax-build: routeguide.RouteGuide/RouteChat: bidirectional-streaming methods are \
+             not served in dispatch mode: its calls answer UNIMPLEMENTED (generate the service \
+             in local mode to serve it)",
+        ]
+    );
+    let service = out.service_impl("RouteGuideServer");
+    assert_eq!(
+        impl_fn_names(service),
+        [
+            "name",
+            "methods",
+            "unary",
+            "server_streaming",
+            "client_streaming",
+            "bidi_streaming"
+        ]
+    );
+    let client = impl_fn(service, "client_streaming");
+    assert_eq!(routed(client), [2]);
+    assert_eq!(
+        signature(&client.sig).args[1],
+        "_ctx:&mutpajamax::Context<'_>"
+    );
+    assert!(compact(&client.block).contains(&compact_code(
+        "2 => { Err(pajamax::Status::unimplemented(\"routeguide.RouteGuide/RecordRoute: \
+         client-streaming methods are not served in dispatch mode\")) }"
+    )));
+    let bidi = impl_fn(service, "bidi_streaming");
+    assert_eq!(routed(bidi), [3]);
+    assert!(compact(&bidi.block).contains(&compact_code(
+        "\"routeguide.RouteGuide/RouteChat: bidirectional-streaming methods are not served \
+         in dispatch mode\""
+    )));
+    // They have no variant and no handler, and the shard says so.
+    let names = |e: &ItemEnum| variants(e).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    assert_eq!(
+        names(out.item_enum("RouteGuideRequest")),
+        ["GetFeature", "ListFeatures"]
+    );
+    assert_eq!(
+        names(out.item_enum("RouteGuideAnswer")),
+        ["GetFeature", "ListFeatures"]
+    );
+    let shard = out.item_trait("RouteGuideShard");
+    let shard_methods: Vec<String> = trait_methods(shard).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(shard_methods, ["get_feature", "list_features"]);
+    let docs = doc_text(&shard.attrs);
+    assert!(docs.contains("`RecordRoute`, `RouteChat`"), "{docs}");
+}
+
+#[test]
+fn dispatch_mode_without_served_methods_still_has_a_call() {
+    let out = dispatched(&service(
+        "",
+        "Uploader",
+        vec![client_streaming("Upload", "Chunk", "Done")],
+    ));
+    assert!(variants(out.item_enum("UploaderRequest")).is_empty());
+    assert!(variants(out.item_enum("UploaderAnswer")).is_empty());
+    let code = compact_code(&out.code);
+    assert!(code
+        .contains("pubfnhandle<S:UploaderShard+?Sized>(self,_shard:&mutS){matchself.request{}}"));
+    assert!(code.contains("matchself{}"));
+    assert!(code.contains("match*self{}"));
+    assert!(!code.contains("try_dispatch"));
+    assert_eq!(out.warnings.len(), 1);
+}
+
+#[test]
+fn empty_messages_are_unit() {
+    let svc = service(
+        "health",
+        "Health",
+        vec![
+            method("Ping", "()", "()"),
+            server_streaming("Beats", "()", "()"),
+            client_streaming("Report", "()", "()"),
+            bidi_streaming("Chat", "()", "()"),
+            method("Now", "()", "::prost_types::Timestamp"),
+            method("Lookup", "crate::ids::Id", "super::common::Record"),
+        ],
+    );
+    let out = local(&svc);
+    let handlers = trait_methods(out.item_trait("Health"));
+    let sig = |name: &str| &handlers.iter().find(|(n, _)| n == name).unwrap().1;
+    assert_eq!(sig("ping").args, ["request:()"]);
+    assert_eq!(sig("ping").output, format!("{RESULT}<(),pajamax::Status>"));
+    assert_eq!(sig("beats").args, ["request:()"]);
+    assert_eq!(
+        sig("beats").output,
+        format!("{RESULT}<pajamax::ServerStream<()>,pajamax::Status>")
+    );
+    assert_eq!(
+        sig("report").output,
+        format!("{RESULT}<pajamax::ClientStream<(),()>,pajamax::Status>")
+    );
+    assert_eq!(
+        sig("chat").output,
+        format!("{RESULT}<pajamax::BidiStream<(),()>,pajamax::Status>")
+    );
+    assert_eq!(
+        sig("now").output,
+        format!("{RESULT}<::prost_types::Timestamp,pajamax::Status>")
+    );
+    assert_eq!(sig("lookup").args, ["request:crate::ids::Id"]);
+    assert_eq!(
+        sig("lookup").output,
+        format!("{RESULT}<super::super::common::Record,pajamax::Status>")
+    );
+    let code = compact_code(&out.code);
+    // Unit is decoded as such and passed as a literal.
+    assert!(code.contains(
+        "0=>{pajamax::decode_request::<()>(request)?;self.inner.ping_with_context(ctx,())?;reply.encode(&());Ok(())}"
+    ), "{code}");
+    assert!(code.contains(
+        "1=>{pajamax::decode_request::<()>(request)?;letstream=self.inner.beats_with_context(ctx,())?;Ok(stream.into_raw())}"
+    ), "{code}");
+    assert!(code.contains("self.ping(())"));
+    assert!(code.contains("self.beats(())"));
+
+    let out = dispatched(&svc);
+    let request = variants(out.item_enum("HealthRequest"));
+    assert_eq!(
+        request[..2],
+        [
+            ("Ping".to_owned(), "(())".to_owned()),
+            ("Beats".to_owned(), "(())".to_owned())
+        ]
+    );
+    assert_eq!(
+        variants(out.item_enum("HealthAnswer"))[1].1,
+        "(pajamax::Sink<()>)"
+    );
+    let code = compact_code(&out.code);
+    assert!(
+        code.contains(
+            "pajamax::decode_request::<()>(request)?;letrequest=HealthRequest::Ping(());"
+        ),
+        "{code}"
+    );
+    assert!(code.contains(
+        "(HealthRequest::Ping(()),HealthAnswer::Ping(responder))=>{responder.respond(shard.ping(()));}"
+    ), "{code}");
+    assert!(
+        code.contains(
+            "(HealthRequest::Beats(()),HealthAnswer::Beats(sink))=>{shard.beats((),sink);}"
+        ),
+        "{code}"
+    );
+}
+
+#[test]
+fn keyword_methods_are_escaped() {
+    let svc = service(
+        "kw",
+        "Keywords",
+        vec![
+            method("Type", "A", "B"),
+            server_streaming("Self", "A", "B"),
+            client_streaming("Match", "A", "B"),
+        ],
+    );
+    let out = local(&svc);
+    let names: Vec<String> = trait_methods(out.item_trait("Keywords"))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "r#type",
+            "type_with_context",
+            "self_",
+            "self_with_context",
+            "r#match",
+            "match_with_context"
+        ]
+    );
+    let code = compact_code(&out.code);
+    assert!(code.contains("self.r#type(request)"));
+    assert!(code.contains("self.r#match()"));
+    // A raw name is not linked, as doc links do not take it everywhere.
+    let docs = |name: &str| {
+        out.item_trait("Keywords")
+            .items
+            .iter()
+            .find_map(|item| match item {
+                TraitItem::Fn(f) if f.sig.ident == name => Some(
+                    doc_text(&f.attrs)
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                ),
+                _ => None,
+            })
+            .unwrap()
+    };
+    assert!(docs("type_with_context").contains("calls `type`."));
+    assert!(docs("self_with_context").contains("calls [`self_`](Self::self_)."));
+
+    let out = dispatched(&svc);
+    assert_eq!(
+        variants(out.item_enum("KeywordsRequest"))
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect::<Vec<_>>(),
+        ["Type", "Self_"]
+    );
+    let shard: Vec<String> = trait_methods(out.item_trait("KeywordsShard"))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(shard, ["r#type", "self_"]);
+    assert!(compact_code(&out.code).contains("responder.respond(shard.r#type(request));"));
+    assert!(out.compile_errors().is_empty());
+}
+
+/// Asserts that every public item of the module has a doc comment: what
+/// `#![warn(missing_docs)]` checks in a crate that includes the code.
+fn assert_documented(out: &Output) {
+    let missing = |what: String| panic!("no doc comment on {what} in\n{}", out.code);
+    let documented = |attrs: &[Attribute]| !doc_text(attrs).trim().is_empty();
+    if !documented(&out.module.attrs) {
+        missing(format!("mod {}", out.module.ident));
+    }
+    for item in out.items() {
+        match item {
+            Item::Trait(t) => {
+                if !documented(&t.attrs) {
+                    missing(format!("trait {}", t.ident));
+                }
+                for item in &t.items {
+                    if let TraitItem::Fn(f) = item {
+                        if !documented(&f.attrs) {
+                            missing(format!("{}::{}", t.ident, f.sig.ident));
+                        }
+                    }
+                }
+            }
+            Item::Struct(s) => {
+                if !documented(&s.attrs) {
+                    missing(format!("struct {}", s.ident));
+                }
+                for field in &s.fields {
+                    if matches!(field.vis, Visibility::Public(_)) && !documented(&field.attrs) {
+                        missing(format!("{}.{:?}", s.ident, field.ident));
+                    }
+                }
+            }
+            Item::Enum(e) => {
+                if !documented(&e.attrs) {
+                    missing(format!("enum {}", e.ident));
+                }
+                for variant in &e.variants {
+                    if !documented(&variant.attrs) {
+                        missing(format!("{}::{}", e.ident, variant.ident));
+                    }
+                }
+            }
+            Item::Const(c) => {
+                if !documented(&c.attrs) {
+                    missing(format!("const {}", c.ident));
+                }
+            }
+            Item::Impl(i) if i.trait_.is_none() => {
+                for f in impl_fns(i) {
+                    if matches!(f.vis, Visibility::Public(_)) && !documented(&f.attrs) {
+                        missing(format!("{}::{}", compact(&i.self_ty), f.sig.ident));
+                    }
+                }
+            }
+            Item::Impl(_) | Item::Macro(_) => {}
+            other => missing(format!("unexpected item {}", compact(other))),
+        }
+    }
+}
+
+#[test]
+fn every_public_item_has_a_doc_comment() {
+    let empty = service("empty", "Nothing", Vec::new());
+    for svc in [route_guide(), dict_store(), empty] {
+        assert_documented(&local(&svc));
+        assert_documented(&dispatched(&svc));
+    }
+}
+
+#[test]
+fn proto_comments_come_first_in_the_docs() {
+    let out = local(&route_guide());
+    let get = out
+        .item_trait("RouteGuide")
+        .items
+        .iter()
+        .find_map(|item| match item {
+            TraitItem::Fn(f) if f.sig.ident == "get_feature" => Some(doc_text(&f.attrs)),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        get.starts_with(" Obtains the feature at a given position.\n\n Handles `routeguide.RouteGuide/GetFeature`"),
+        "{get}"
+    );
+    let out = dispatched(&dict_store());
+    let shard = out.item_trait("DictStoreShard");
+    let TraitItem::Fn(get) = &shard.items[0] else {
+        panic!()
+    };
+    assert!(doc_text(&get.attrs).starts_with(" Reads a key.\n\n"));
+    // The shard's server-streaming handler says how the sink paces it.
+    let TraitItem::Fn(watch) = &shard.items[1] else {
+        panic!()
+    };
+    let docs = doc_text(&watch.attrs).replace('\n', "");
+    assert!(docs.contains("waits for flow-control credit"), "{docs}");
+    assert!(docs.contains("fails once the call has ended"), "{docs}");
+}
+
+#[test]
+fn clashing_method_names_give_a_compile_error_and_a_warning() {
+    let out = local(&service(
+        "clash",
+        "Clash",
+        vec![method("Get", "A", "B"), method("GetWithContext", "A", "B")],
+    ));
+    assert_eq!(
+        out.compile_errors(),
+        ["pajamax-build: two methods of clash.Clash map to the Rust name `get_with_context`"]
+    );
+    assert!(
+        out.has_warning(
+            "pajamax-build: clash.Clash/GetWithContext: its Rust name `get_with_context` is also \
+         that of clash.Clash/Get; the generated code does not compile"
+        ),
+        "{:?}",
+        out.warnings
+    );
+
+    let out = dispatched(&service(
+        "clash",
+        "Clash",
+        vec![
+            method("GetItem", "A", "B"),
+            server_streaming("get_item", "A", "B"),
+        ],
+    ));
+    assert_eq!(
+        out.compile_errors(),
+        [
+            "pajamax-build: two methods of clash.Clash map to the Rust name `get_item`",
+            "pajamax-build: two methods of clash.Clash map to the Rust name `GetItem`",
+        ]
+    );
+    assert_eq!(out.warnings.len(), 2);
+
+    // Streaming methods clash like the others in local mode, and not at all
+    // where dispatch mode does not serve them.
+    let clashing = service(
+        "clash",
+        "Clash",
+        vec![method("Up", "A", "B"), client_streaming("up", "A", "B")],
+    );
+    assert_eq!(local(&clashing).compile_errors().len(), 2);
+    assert!(dispatched(&clashing).compile_errors().is_empty());
+}
+
+#[test]
+fn a_method_without_a_rust_name_is_reported_and_not_served() {
+    let svc = service(
+        "odd",
+        "Odd",
+        vec![method("_", "A", "B"), method("Fine", "A", "B")],
+    );
+    for out in [local(&svc), dispatched(&svc)] {
+        assert_eq!(
+            out.warnings,
+            ["pajamax-build: odd.Odd/_: its name gives no Rust identifier (``); its calls answer \
+              UNIMPLEMENTED"]
+        );
+        // Its route still exists, and falls to the entry point's default.
+        assert!(out.code.contains("name: \"_\""));
+        let service = out.service_impl("OddServer");
+        assert_eq!(routed(impl_fn(service, "unary")), [1]);
+    }
+}
+
+#[test]
+fn modes_pick_named_services_first() {
+    let mut modes = Modes::default();
+    assert_eq!(modes.mode_of("a.A"), ServiceMode::Local);
+    modes.dispatch.insert("a.A".to_owned());
+    assert_eq!(modes.mode_of("a.A"), ServiceMode::Dispatch);
+    assert_eq!(modes.mode_of("a.B"), ServiceMode::Local);
+    modes.default = ServiceMode::Dispatch;
+    modes.local.insert("a.B".to_owned());
+    assert_eq!(modes.mode_of("a.B"), ServiceMode::Local);
+    assert_eq!(modes.mode_of("a.C"), ServiceMode::Dispatch);
+}
+
+#[test]
+fn the_generator_follows_the_modes_and_appends() {
+    use prost_build::ServiceGenerator;
+    let mut modes = Modes::default();
+    modes.dispatch.insert("dict_store.DictStore".to_owned());
+    let mut generator = PajamaxGenerator::new(modes);
+    let mut buf = String::from("// before\n");
+    generator.generate(dict_store(), &mut buf);
+    generator.generate(
+        service("helloworld", "Greeter", vec![method("SayHello", "A", "B")]),
+        &mut buf,
+    );
+    assert!(buf.starts_with("// before\n"));
+    let file = syn::parse_file(&buf).unwrap();
+    let modules: Vec<String> = file
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Mod(m) => Some(m.ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(modules, ["dict_store_server", "greeter_server"]);
+    assert!(buf.contains("pub trait DictStoreShard {"));
+    assert!(buf.contains("pub trait Greeter: Send + Sync + 'static {"));
+    assert!(!buf.contains("GreeterShard"));
+}
+
+#[test]
+fn type_paths_are_seen_from_the_server_module() {
+    assert_eq!(type_path("HelloRequest"), "super::HelloRequest");
+    assert_eq!(type_path("super::other::Msg"), "super::super::other::Msg");
+    assert_eq!(type_path("()"), "()");
+    assert_eq!(type_path("::prost_types::Any"), "::prost_types::Any");
+    assert_eq!(type_path("crate::x::Y"), "crate::x::Y");
+}

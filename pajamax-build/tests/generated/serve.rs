@@ -1,0 +1,269 @@
+//! The generated servers over the network, called with tonic: every kind in
+//! local mode, and dispatch mode with its queues full or gone.
+
+use generated_code::feed::feed_server::{FeedCall, FeedServer};
+use generated_code::feed::{Item, Key};
+use generated_code::routeguide::route_guide_server::RouteGuideServer;
+use generated_code::routeguide::{Feature, Point, Rectangle, RouteNote, RouteSummary};
+use generated_code::{Guide, OneQueue, Store};
+use pajamax::dispatch;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::codegen::tokio_stream;
+use tonic::transport::{Channel, Endpoint};
+use tonic::Code;
+
+fn serve(service: impl pajamax::Service) -> pajamax::ServerHandle {
+    pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(service)
+        .bind("127.0.0.1:0")
+        .unwrap()
+}
+
+async fn shutdown(server: pajamax::ServerHandle) {
+    tokio::task::spawn_blocking(move || server.shutdown())
+        .await
+        .unwrap();
+}
+
+/// A client of `server`, ready for a call.
+async fn client(server: &pajamax::ServerHandle) -> tonic::client::Grpc<Channel> {
+    let channel = Endpoint::from_shared(format!("http://{}", server.local_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = tonic::client::Grpc::new(channel);
+    client.ready().await.unwrap();
+    client
+}
+
+fn path(path: &'static str) -> PathAndQuery {
+    path.parse().unwrap()
+}
+
+fn codec<Req, Resp>() -> tonic_prost::ProstCodec<Req, Resp>
+where
+    Req: prost::Message + 'static,
+    Resp: prost::Message + Default + 'static,
+{
+    tonic_prost::ProstCodec::default()
+}
+
+/// Every message of a server stream, or the status that ended it.
+async fn collect<M>(
+    response: Result<tonic::Response<tonic::Streaming<M>>, tonic::Status>,
+) -> Result<Vec<M>, tonic::Status> {
+    let mut stream = response?.into_inner();
+    let mut messages = Vec::new();
+    while let Some(message) = stream.message().await? {
+        messages.push(message);
+    }
+    Ok(messages)
+}
+
+async fn watch(
+    client: &mut tonic::client::Grpc<Channel>,
+    key: &str,
+) -> Result<Vec<Item>, tonic::Status> {
+    client.ready().await.unwrap();
+    let request = tonic::Request::new(Key { key: key.into() });
+    collect(
+        client
+            .server_streaming(request, path("/feed.Feed/Watch"), codec::<Key, Item>())
+            .await,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn local_mode_serves_every_kind() {
+    let server = serve(RouteGuideServer::new(Guide));
+    let mut client = client(&server).await;
+    let point = |latitude| Point {
+        latitude,
+        longitude: 0,
+    };
+
+    let feature = client
+        .unary(
+            tonic::Request::new(point(7)),
+            path("/routeguide.RouteGuide/GetFeature"),
+            codec::<Point, Feature>(),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(feature.name, "at 7");
+
+    client.ready().await.unwrap();
+    let rectangle = Rectangle {
+        lo: Some(point(1)),
+        hi: Some(point(2)),
+    };
+    let features = collect(
+        client
+            .server_streaming(
+                tonic::Request::new(rectangle),
+                path("/routeguide.RouteGuide/ListFeatures"),
+                codec::<Rectangle, Feature>(),
+            )
+            .await,
+    )
+    .await
+    .unwrap();
+    assert_eq!(features.len(), 2);
+    assert_eq!(features[1].location, Some(point(2)));
+
+    client.ready().await.unwrap();
+    let points = tokio_stream::iter([point(1), point(2), point(3)]);
+    let summary = client
+        .client_streaming(
+            tonic::Request::new(points),
+            path("/routeguide.RouteGuide/RecordRoute"),
+            codec::<Point, RouteSummary>(),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(summary.point_count, 3);
+
+    client.ready().await.unwrap();
+    let note = |message: &str| RouteNote {
+        location: None,
+        message: message.into(),
+    };
+    let notes = tokio_stream::iter([note("a"), note("b")]);
+    let echoed = collect(
+        client
+            .streaming(
+                tonic::Request::new(notes),
+                path("/routeguide.RouteGuide/RouteChat"),
+                codec::<RouteNote, RouteNote>(),
+            )
+            .await,
+    )
+    .await
+    .unwrap();
+    assert_eq!(echoed, [note("a"), note("b")]);
+
+    client.ready().await.unwrap();
+    client
+        .unary(
+            tonic::Request::new(()),
+            path("/routeguide.RouteGuide/Ping"),
+            codec::<(), ()>(),
+        )
+        .await
+        .unwrap();
+
+    client.ready().await.unwrap();
+    let status = collect(
+        client
+            .server_streaming(
+                tonic::Request::new(point(0)),
+                path("/routeguide.RouteGuide/Type"),
+                codec::<Point, Point>(),
+            )
+            .await,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(status.code(), Code::Unimplemented);
+    assert_eq!(
+        status.message(),
+        "routeguide.RouteGuide/Type is not implemented"
+    );
+
+    shutdown(server).await;
+}
+
+#[tokio::test]
+async fn dispatch_mode_serves_unary_and_server_streaming_calls() {
+    let (sender, queue) = dispatch::channel::<FeedCall>(16);
+    let backend = std::thread::spawn(move || {
+        let mut store = Store::default();
+        for call in queue {
+            call.handle(&mut store);
+        }
+    });
+    let server = serve(FeedServer::new(OneQueue(sender)));
+    let mut client = client(&server).await;
+
+    let item = client
+        .unary(
+            tonic::Request::new(Key { key: "k".into() }),
+            path("/feed.Feed/Get"),
+            codec::<Key, Item>(),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(item.version, 1);
+
+    let items = watch(&mut client, "k").await.unwrap();
+    let versions: Vec<u32> = items.iter().map(|item| item.version).collect();
+    assert_eq!(versions, [1, 2, 3]);
+
+    // Not served in dispatch mode.
+    client.ready().await.unwrap();
+    let status = client
+        .client_streaming(
+            tonic::Request::new(tokio_stream::iter([Item::default()])),
+            path("/feed.Feed/Upload"),
+            codec::<Item, Key>(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unimplemented);
+    assert_eq!(
+        status.message(),
+        "feed.Feed/Upload: client-streaming methods are not served in dispatch mode"
+    );
+
+    shutdown(server).await;
+    backend.join().unwrap();
+}
+
+#[tokio::test]
+async fn a_streaming_call_that_cannot_be_queued_ends_with_the_reason() {
+    // A queue of one call, which nothing serves.
+    let (sender, queue) = dispatch::channel::<FeedCall>(1);
+    let server = serve(FeedServer::new(OneQueue(sender.clone())));
+    let mut first_client = client(&server).await;
+    let first = tokio::spawn(async move { watch(&mut first_client, "first").await });
+    // Take the first call and put it back: the queue is full.
+    let (queue, call) = tokio::task::spawn_blocking(move || {
+        let call = queue.recv().unwrap();
+        (queue, call)
+    })
+    .await
+    .unwrap();
+    sender.try_dispatch(call).unwrap();
+
+    // So the next call is turned away, through its stream.
+    let mut client = client(&server).await;
+    let status = watch(&mut client, "second").await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert!(
+        status.message().contains("queue is full"),
+        "{}",
+        status.message()
+    );
+
+    // The queued one is still served.
+    let mut queued = queue.try_recv().unwrap();
+    queued.trailers_mut().insert("x-served", "late").unwrap();
+    queued.handle(&mut Store::default());
+    let items = first.await.unwrap().unwrap();
+    assert_eq!(items.len(), 3);
+
+    // A backend that has stopped: UNAVAILABLE.
+    drop(queue);
+    let status = watch(&mut client, "third").await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+
+    drop(sender);
+    shutdown(server).await;
+}

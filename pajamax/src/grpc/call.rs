@@ -1,0 +1,109 @@
+//! The state of one gRPC call on its worker, from its request headers to
+//! its last answer part.
+
+use crate::grpc::context::ResponseMetadata;
+use crate::grpc::framing::MessageBuf;
+use crate::grpc::metadata::Metadata;
+use crate::grpc::remote::Shared;
+use crate::grpc::router::Route;
+use crate::grpc::status::Status;
+use crate::grpc::streaming::{RawHandler, RawProducer};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One call, on the stream that carries it.
+#[derive(Default)]
+pub(crate) struct Call {
+    /// The method; `None` for a request that is not gRPC: its body is
+    /// discarded and it gets an HTTP 415 once complete.
+    pub route: Option<Route>,
+    /// The request's custom headers.
+    pub metadata: Metadata,
+    /// When the client gives up.
+    pub deadline: Option<Instant>,
+    /// Request bytes not yet consumed.
+    pub inbound: MessageBuf,
+    /// Request bytes taken in that the client's window was not opened for.
+    pub unreleased: usize,
+    /// The client is done sending.
+    pub recv_done: bool,
+    /// The response headers are out.
+    pub headers_sent: bool,
+    /// Response metadata set by the handler.
+    pub response: ResponseMetadata,
+    /// Who serves the call now.
+    pub state: State,
+    /// In the queue of producers to pull.
+    pub queued: bool,
+}
+
+/// Who serves a call.
+#[derive(Default)]
+pub(crate) enum State {
+    /// A unary or server-streaming call gathering its one request message.
+    #[default]
+    Collecting,
+    /// A client-streaming or bidirectional call whose messages go to a
+    /// handler on the worker.
+    Handling {
+        handler: Box<dyn RawHandler>,
+        /// The stream's send buffer is full: delivery waits for room.
+        blocked: bool,
+    },
+    /// A server stream produced on the worker.
+    Producing {
+        producer: Box<dyn RawProducer>,
+        /// The producer asked to be called again at this time.
+        wake_at: Option<Instant>,
+    },
+    /// Served on another thread; its answer parts come through the inbox.
+    Remote(Box<RemoteCall>),
+}
+
+/// A call served on another thread, as its worker sees it.
+pub(crate) struct RemoteCall {
+    pub shared: Arc<Shared>,
+    /// Request messages go to the thread (client streaming and
+    /// bidirectional calls).
+    pub incoming: bool,
+    /// The thread's queue was full: delivery waits for a resume.
+    pub incoming_blocked: bool,
+    /// Answer bytes the stream took that credit was not returned for.
+    pub unacked: usize,
+    /// Answer messages the stream could not take yet.
+    pub backlog: VecDeque<Vec<u8>>,
+    /// The end of the answer, once it came, waiting behind the backlog.
+    pub finish: Option<Option<Status>>,
+}
+
+impl RemoteCall {
+    pub(crate) fn new(shared: Arc<Shared>, incoming: bool) -> RemoteCall {
+        RemoteCall {
+            shared,
+            incoming,
+            incoming_blocked: false,
+            unacked: 0,
+            backlog: VecDeque::new(),
+            finish: None,
+        }
+    }
+}
+
+impl Call {
+    /// Readies a finished call's room for the next one.
+    pub(crate) fn reset(&mut self) {
+        self.route = None;
+        self.metadata.clear();
+        self.deadline = None;
+        self.inbound.clear();
+        self.unreleased = 0;
+        self.recv_done = false;
+        self.headers_sent = false;
+        self.response.clear();
+        if !matches!(self.state, State::Collecting) {
+            self.state = State::Collecting;
+        }
+        self.queued = false;
+    }
+}

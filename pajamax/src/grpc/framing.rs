@@ -1,0 +1,157 @@
+//! gRPC's Length-Prefixed-Message framing: a compressed flag, a 32-bit
+//! big-endian length, then the message. [`MessageBuf`] gathers a call's
+//! request bytes and yields each complete message.
+
+use crate::grpc::status::Status;
+use std::ops::Range;
+
+/// Length of the prefix: the compressed flag and the length.
+pub(crate) const PREFIX_LEN: usize = 5;
+
+/// The total length (prefix included) of the message that `buf` starts
+/// with, once its prefix is there.
+pub(crate) fn message_len(buf: &[u8]) -> Option<usize> {
+    let prefix = buf.get(..PREFIX_LEN)?;
+    let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+    Some(PREFIX_LEN + len)
+}
+
+/// Checks the prefix at the start of `buf`: not compressed, and not larger
+/// than `max_message`. Nothing to say until the prefix is complete.
+pub(crate) fn check_prefix(buf: &[u8], max_message: usize) -> Result<(), Status> {
+    let Some(total) = message_len(buf) else {
+        return Ok(());
+    };
+    if buf[0] != 0 {
+        return Err(Status::internal("compressed message without grpc-encoding"));
+    }
+    if total - PREFIX_LEN > max_message {
+        return Err(Status::resource_exhausted(format!(
+            "request message of {} bytes is larger than the limit of {max_message}",
+            total - PREFIX_LEN
+        )));
+    }
+    Ok(())
+}
+
+/// Appends `message` with its prefix to `out`.
+pub(crate) fn encode<M: prost::Message>(message: &M, out: &mut Vec<u8>) {
+    let len = message.encoded_len();
+    out.reserve(PREFIX_LEN + len);
+    out.push(0);
+    out.extend_from_slice(&(len as u32).to_be_bytes());
+    message.encode_raw(out);
+}
+
+/// Writes the length of the message framed at `out[start..]` into its
+/// prefix, which was reserved with zeros.
+pub(crate) fn patch_len(out: &mut [u8], start: usize) {
+    let len = (out.len() - start - PREFIX_LEN) as u32;
+    out[start + 1..start + PREFIX_LEN].copy_from_slice(&len.to_be_bytes());
+}
+
+/// The request bytes of one call that are not consumed yet.
+#[derive(Debug, Default)]
+pub(crate) struct MessageBuf {
+    buf: Vec<u8>,
+    /// Where the unconsumed bytes start.
+    start: usize,
+}
+
+impl MessageBuf {
+    /// Bytes held (consumed ones not counted).
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The room allocated, to decide whether the buffer is worth keeping.
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.buf.clear();
+        self.start = 0;
+    }
+
+    pub(crate) fn extend(&mut self, data: &[u8]) {
+        if self.start > 0 && self.start == self.buf.len() {
+            self.clear();
+        }
+        self.buf.extend_from_slice(data);
+    }
+
+    /// The unconsumed bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    /// Where the next complete message is (prefix included) in
+    /// [`MessageBuf::bytes`]; an error for a prefix that is not allowed,
+    /// `Ok(None)` while the message is incomplete.
+    pub(crate) fn next_message(&self, max_message: usize) -> Result<Option<Range<usize>>, Status> {
+        let bytes = self.bytes();
+        check_prefix(bytes, max_message)?;
+        match message_len(bytes) {
+            Some(total) if total <= bytes.len() => Ok(Some(0..total)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Marks the first `n` unconsumed bytes consumed.
+    pub(crate) fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.buf.len() {
+            self.clear();
+        } else if self.start > 4096 && self.start * 2 > self.buf.len() {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_yielded_one_by_one_across_chunks() {
+        let mut buf = MessageBuf::default();
+        buf.extend(&[0, 0, 0]);
+        assert_eq!(buf.next_message(100), Ok(None));
+        buf.extend(&[0, 2, 7, 8, 0, 0, 0, 0, 1]);
+        assert_eq!(buf.next_message(100), Ok(Some(0..7)));
+        assert_eq!(&buf.bytes()[5..7], [7, 8]);
+        buf.consume(7);
+        assert_eq!(buf.next_message(100), Ok(None), "the second is cut short");
+        buf.extend(&[9]);
+        assert_eq!(buf.next_message(100), Ok(Some(0..6)));
+        buf.consume(6);
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn prefixes_are_checked() {
+        let mut buf = MessageBuf::default();
+        buf.extend(&[0, 0, 0, 1, 0]);
+        let err = buf.next_message(100).unwrap_err();
+        assert_eq!(err.code(), crate::Code::ResourceExhausted);
+        let mut buf = MessageBuf::default();
+        buf.extend(&[1, 0, 0, 0, 0]);
+        assert_eq!(
+            buf.next_message(100).unwrap_err().code(),
+            crate::Code::Internal
+        );
+    }
+
+    #[test]
+    fn encode_frames_a_message() {
+        let mut out = vec![9];
+        encode(&150u32, &mut out);
+        assert_eq!(out, [9, 0, 0, 0, 0, 3, 0x08, 0x96, 0x01]);
+    }
+}

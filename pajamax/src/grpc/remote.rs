@@ -1,0 +1,733 @@
+//! Calls served on other threads: the handles a handler sends away
+//! ([`Responder`], [`Sink`], [`Streaming`]), the state each call shares with
+//! its worker, and the [`Inbox`] that carries answer parts back.
+//!
+//! Parts come back to the worker through its inbox: many parts of many
+//! calls wake it once, and leave in one write. A sink waits for credit
+//! before it sends, and the worker returns credit as the bytes leave for
+//! the client, so no buffer grows without bound. Incoming messages wait in
+//! a queue of bounded size; the worker stops taking the client's bytes in
+//! while it is full, so the client's flow-control window closes.
+
+use crate::grpc::framing;
+use crate::grpc::metadata::Metadata;
+use crate::grpc::status::Status;
+use std::collections::VecDeque;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// A part of an answer on its way back to its call's worker.
+pub(crate) struct Delivery {
+    /// The connection, as its worker knows it.
+    pub connection: u64,
+    pub stream: u32,
+    pub part: Part,
+}
+
+/// What a thread sends back for a call.
+pub(crate) enum Part {
+    /// Initial metadata, sent now.
+    Headers(Metadata),
+    /// One framed message (5-byte prefix included).
+    Message(Vec<u8>),
+    /// The end of a streamed answer.
+    Finish {
+        status: Option<Status>,
+        trailers: Metadata,
+    },
+    /// The whole answer of a unary or client-streaming call.
+    Answer {
+        result: Result<Vec<u8>, Status>,
+        headers: Metadata,
+        trailers: Metadata,
+    },
+    /// The thread took incoming messages: the queue has room again.
+    Resume,
+}
+
+/// The queue of answer parts for one worker. Producers push from any
+/// thread; the worker is woken once for however many parts arrive before
+/// it drains.
+pub struct Inbox {
+    parts: Mutex<Vec<Delivery>>,
+    wake: Box<dyn Fn() + Send + Sync>,
+}
+
+impl fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inbox").finish_non_exhaustive()
+    }
+}
+
+impl Inbox {
+    /// An inbox that calls `wake` when its first part arrives after a
+    /// drain.
+    pub fn new(wake: impl Fn() + Send + Sync + 'static) -> Arc<Inbox> {
+        Arc::new(Inbox {
+            parts: Mutex::new(Vec::new()),
+            wake: Box::new(wake),
+        })
+    }
+
+    pub(crate) fn push(&self, delivery: Delivery) {
+        let was_empty = {
+            let mut parts = lock(&self.parts);
+            parts.push(delivery);
+            parts.len() == 1
+        };
+        if was_empty {
+            (self.wake)();
+        }
+    }
+
+    /// Moves every waiting part into `into`, in the order they came.
+    pub(crate) fn drain(&self, into: &mut Vec<Delivery>) {
+        into.append(&mut lock(&self.parts));
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Why a call ended before the thread serving it was done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CancelReason {
+    /// The client cancelled the call (RST_STREAM).
+    Cancelled,
+    /// The call's deadline passed.
+    DeadlineExceeded,
+    /// The connection closed, or the server shut down.
+    ConnectionClosed,
+    /// The call was ended otherwise: its answer is complete, or a request
+    /// message was invalid.
+    Ended,
+}
+
+/// The call a [`Sink`], [`Streaming`] or [`Responder`] belongs to has
+/// ended: stop working for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cancelled {
+    /// Why.
+    pub reason: CancelReason,
+}
+
+impl fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.reason {
+            CancelReason::Cancelled => "the client cancelled the call",
+            CancelReason::DeadlineExceeded => "the call's deadline passed",
+            CancelReason::ConnectionClosed => "the connection closed",
+            CancelReason::Ended => "the call has ended",
+        })
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+impl From<Cancelled> for Status {
+    /// `CANCELLED`, `DEADLINE_EXCEEDED` or `UNAVAILABLE`, for a handler that
+    /// ends with `?`.
+    fn from(cancelled: Cancelled) -> Status {
+        let text = cancelled.to_string();
+        match cancelled.reason {
+            CancelReason::DeadlineExceeded => Status::deadline_exceeded(text),
+            CancelReason::ConnectionClosed => Status::unavailable(text),
+            CancelReason::Cancelled | CancelReason::Ended => Status::cancelled(text),
+        }
+    }
+}
+
+/// Where a call's parts go, and the limits of what may be in flight.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub inbox: Arc<Inbox>,
+    pub connection: u64,
+    pub stream: u32,
+    /// Answer bytes a sink may have on their way before it waits.
+    pub credit: usize,
+    /// Request bytes that may wait for the thread before the worker stops
+    /// taking more from the client.
+    pub incoming_limit: usize,
+}
+
+/// The state a call served on another thread shares with its worker.
+pub(crate) struct Shared {
+    target: Target,
+    deadline: Option<Instant>,
+    state: Mutex<State>,
+    /// Signalled when credit comes back, a message comes in, or the call
+    /// ends.
+    changed: Condvar,
+}
+
+struct State {
+    cancelled: Option<CancelReason>,
+    /// Answer bytes the sink may still send before it waits.
+    credit: i64,
+    /// Request messages (prefix included) not yet taken by the thread.
+    incoming: VecDeque<Vec<u8>>,
+    incoming_bytes: usize,
+    /// The client finished sending: `Some(None)` cleanly, `Some(Some(s))`
+    /// with an error to report after the queued messages.
+    incoming_end: Option<Option<Status>>,
+    /// The worker stopped delivering for lack of room.
+    resume_wanted: bool,
+}
+
+impl Shared {
+    pub(crate) fn new(target: Target, deadline: Option<Instant>) -> Arc<Shared> {
+        let credit = target.credit as i64;
+        Arc::new(Shared {
+            target,
+            deadline,
+            state: Mutex::new(State {
+                cancelled: None,
+                credit,
+                incoming: VecDeque::new(),
+                incoming_bytes: 0,
+                incoming_end: None,
+                resume_wanted: false,
+            }),
+            changed: Condvar::new(),
+        })
+    }
+
+    fn send(&self, part: Part) {
+        self.target.inbox.push(Delivery {
+            connection: self.target.connection,
+            stream: self.target.stream,
+            part,
+        });
+    }
+
+    fn cancelled(&self) -> Option<CancelReason> {
+        lock(&self.state).cancelled
+    }
+
+    // ----- worker side -----
+
+    /// Ends the call for the thread: sends and receives fail from now on.
+    pub(crate) fn cancel(&self, reason: CancelReason) {
+        let mut state = lock(&self.state);
+        if state.cancelled.is_none() {
+            state.cancelled = Some(reason);
+        }
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// Gives back credit for answer bytes that left for the client.
+    pub(crate) fn return_credit(&self, bytes: usize) {
+        lock(&self.state).credit += bytes as i64;
+        self.changed.notify_all();
+    }
+
+    /// Queues a request message for the thread; `false` (and nothing
+    /// queued) when the queue is full: a [`Part::Resume`] comes once the
+    /// thread has made room.
+    pub(crate) fn offer(&self, message: &[u8]) -> bool {
+        let mut state = lock(&self.state);
+        if state.incoming_bytes >= self.target.incoming_limit {
+            state.resume_wanted = true;
+            return false;
+        }
+        state.incoming_bytes += message.len();
+        state.incoming.push_back(message.to_vec());
+        drop(state);
+        self.changed.notify_all();
+        true
+    }
+
+    /// The client has sent everything (`None`), or its stream failed.
+    pub(crate) fn end_incoming(&self, error: Option<Status>) {
+        let mut state = lock(&self.state);
+        if state.incoming_end.is_none() {
+            state.incoming_end = Some(error);
+        }
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    // ----- thread side -----
+
+    /// Waits for `bytes` of credit, or the end of the call.
+    fn take_credit(&self, bytes: usize) -> Result<(), Cancelled> {
+        let mut state = lock(&self.state);
+        loop {
+            if let Some(reason) = state.cancelled {
+                return Err(Cancelled { reason });
+            }
+            if state.credit > 0 {
+                state.credit -= bytes as i64;
+                return Ok(());
+            }
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Waits for the next request message; `Ok(None)` once the client is
+    /// done.
+    fn take_incoming(&self) -> Result<Option<Vec<u8>>, Status> {
+        let mut state = lock(&self.state);
+        loop {
+            if let Some(message) = state.incoming.pop_front() {
+                state.incoming_bytes -= message.len();
+                let resume =
+                    state.resume_wanted && state.incoming_bytes <= self.target.incoming_limit / 2;
+                if resume {
+                    state.resume_wanted = false;
+                }
+                drop(state);
+                if resume {
+                    self.send(Part::Resume);
+                }
+                return Ok(Some(message));
+            }
+            if let Some(end) = &state.incoming_end {
+                return match end {
+                    None => Ok(None),
+                    Some(status) => Err(status.clone()),
+                };
+            }
+            if let Some(reason) = state.cancelled {
+                return Err(Cancelled { reason }.into());
+            }
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Frames `message` with its 5-byte prefix into a buffer of its own.
+fn framed<M: prost::Message>(message: &M) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(framing::PREFIX_LEN + message.encoded_len());
+    framing::encode(message, &mut buf);
+    buf
+}
+
+/// Where a unary (or client-streaming) call's answer goes: taken with
+/// [`Context::defer`](crate::Context::defer), or made with a stream's
+/// `channel`.
+///
+/// Send it to any thread and call [`Responder::respond`] there. A responder
+/// dropped without an answer answers the call with `INTERNAL`, so the client
+/// never hangs; an answer for a call that has ended (the client cancelled,
+/// the deadline passed, the connection closed) is dropped, and
+/// [`Responder::is_cancelled`] tells so beforehand.
+pub struct Responder {
+    shared: Option<Arc<Shared>>,
+    headers: Metadata,
+    trailers: Metadata,
+}
+
+impl fmt::Debug for Responder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Responder")
+            .field("stream", &self.shared.as_ref().map(|s| s.target.stream))
+            .finish()
+    }
+}
+
+impl Responder {
+    pub(crate) fn new(shared: Option<Arc<Shared>>) -> Responder {
+        Responder {
+            shared,
+            headers: Metadata::new(),
+            trailers: Metadata::new(),
+        }
+    }
+
+    /// Metadata sent with the response headers.
+    pub fn headers_mut(&mut self) -> &mut Metadata {
+        &mut self.headers
+    }
+
+    /// Metadata sent with the trailers of the answer.
+    pub fn trailers_mut(&mut self) -> &mut Metadata {
+        &mut self.trailers
+    }
+
+    /// Whether the call has ended without this answer; an answer sent now
+    /// is dropped.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared
+            .as_ref()
+            .is_some_and(|s| s.cancelled().is_some())
+    }
+
+    /// The call's deadline, from the client's `grpc-timeout`.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.shared.as_ref().and_then(|s| s.deadline)
+    }
+
+    /// Answers the call with `result`. The message is encoded here, on the
+    /// calling thread.
+    pub fn respond<M: prost::Message>(mut self, result: Result<M, Status>) {
+        let framed = result.map(|message| framed(&message));
+        self.send(framed);
+    }
+
+    fn send(&mut self, result: Result<Vec<u8>, Status>) {
+        if let Some(shared) = self.shared.take() {
+            shared.send(Part::Answer {
+                result,
+                headers: std::mem::take(&mut self.headers),
+                trailers: std::mem::take(&mut self.trailers),
+            });
+        }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.send(Err(Status::internal(
+            "the handler dropped its responder without answering",
+        )));
+    }
+}
+
+/// The sending side of a streamed answer, for another thread: made with
+/// [`ServerStream::channel`](crate::ServerStream::channel) or
+/// [`BidiStream::channel`](crate::BidiStream::channel).
+///
+/// [`Sink::send`] waits while the answer bytes already on their way reach
+/// the stream's send buffer size and the client has not read them, so a
+/// slow client slows the sender instead of filling memory; it fails once
+/// the call has ended (the client cancelled, the deadline passed, the
+/// connection closed). End with [`Sink::finish`]; a sink dropped without
+/// it ends the call with `INTERNAL`.
+pub struct Sink<M> {
+    shared: Option<Arc<Shared>>,
+    headers: Metadata,
+    headers_sent: bool,
+    trailers: Metadata,
+    finished: bool,
+    _message: PhantomData<fn(M)>,
+}
+
+impl<M> fmt::Debug for Sink<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sink")
+            .field("stream", &self.shared.as_ref().map(|s| s.target.stream))
+            .field("headers_sent", &self.headers_sent)
+            .finish()
+    }
+}
+
+impl<M: prost::Message> Sink<M> {
+    pub(crate) fn new(
+        shared: Option<Arc<Shared>>,
+        headers: Metadata,
+        trailers: Metadata,
+    ) -> Sink<M> {
+        Sink {
+            shared,
+            headers,
+            headers_sent: false,
+            trailers,
+            finished: false,
+            _message: PhantomData,
+        }
+    }
+
+    /// Metadata sent with the response headers: set it before the first
+    /// message or [`Sink::send_headers`].
+    pub fn headers_mut(&mut self) -> &mut Metadata {
+        &mut self.headers
+    }
+
+    /// Metadata sent with the trailers.
+    pub fn trailers_mut(&mut self) -> &mut Metadata {
+        &mut self.trailers
+    }
+
+    /// Whether the call has ended; sends fail from then on.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared
+            .as_ref()
+            .is_some_and(|s| s.cancelled().is_some())
+    }
+
+    /// The call's deadline, from the client's `grpc-timeout`.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.shared.as_ref().and_then(|s| s.deadline)
+    }
+
+    /// Sends the response headers now, without waiting for a message.
+    ///
+    /// # Errors
+    ///
+    /// [`Cancelled`] once the call has ended.
+    pub fn send_headers(&mut self) -> Result<(), Cancelled> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        if let Some(reason) = shared.cancelled() {
+            return Err(Cancelled { reason });
+        }
+        if !self.headers_sent {
+            self.headers_sent = true;
+            shared.send(Part::Headers(std::mem::take(&mut self.headers)));
+        }
+        Ok(())
+    }
+
+    /// Sends one message, waiting first while the stream has as many bytes
+    /// on their way as its send buffer holds. The message is encoded here,
+    /// on the calling thread.
+    ///
+    /// # Errors
+    ///
+    /// [`Cancelled`] once the call has ended; stop producing then.
+    pub fn send(&mut self, message: &M) -> Result<(), Cancelled> {
+        let Some(shared) = self.shared.clone() else {
+            return Ok(());
+        };
+        let bytes = framed(message);
+        shared.take_credit(bytes.len())?;
+        if !self.headers_sent {
+            self.headers_sent = true;
+            shared.send(Part::Headers(std::mem::take(&mut self.headers)));
+        }
+        shared.send(Part::Message(bytes));
+        Ok(())
+    }
+
+    /// Ends the answer: `Ok(())` for status `OK`, or the error status, with
+    /// the trailers set on the sink.
+    pub fn finish(mut self, result: Result<(), Status>) {
+        self.end(result.err());
+    }
+
+    fn end(&mut self, status: Option<Status>) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if let Some(shared) = &self.shared {
+            let mut trailers = std::mem::take(&mut self.trailers);
+            if !self.headers_sent {
+                // Never sent: the headers' metadata goes with the trailers.
+                for (name, value) in self.headers.iter() {
+                    trailers.push(name.as_bytes(), value);
+                }
+            }
+            shared.send(Part::Finish { status, trailers });
+        }
+    }
+}
+
+impl<M> Drop for Sink<M> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            if let Some(shared) = &self.shared {
+                shared.send(Part::Finish {
+                    status: Some(Status::internal(
+                        "the handler dropped its sink without finishing",
+                    )),
+                    trailers: std::mem::take(&mut self.trailers),
+                });
+            }
+        }
+    }
+}
+
+/// The request messages of a client-streaming or bidirectional call, for
+/// another thread: made with a stream's `channel`.
+///
+/// Iterating blocks until the next message arrives and ends when the client
+/// is done. An item is an error when a message does not decode
+/// (`INVALID_ARGUMENT`) or the call has ended ([`Cancelled`] as a status);
+/// nothing follows an error. Taking messages is what lets the client send
+/// more: its flow-control window opens as the queue empties.
+pub struct Streaming<M> {
+    shared: Option<Arc<Shared>>,
+    done: bool,
+    _message: PhantomData<fn() -> M>,
+}
+
+impl<M> fmt::Debug for Streaming<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Streaming")
+            .field("stream", &self.shared.as_ref().map(|s| s.target.stream))
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl<M> Streaming<M> {
+    pub(crate) fn new(shared: Option<Arc<Shared>>) -> Streaming<M> {
+        Streaming {
+            shared,
+            done: false,
+            _message: PhantomData,
+        }
+    }
+
+    /// Whether the call has ended.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared
+            .as_ref()
+            .is_some_and(|s| s.cancelled().is_some())
+    }
+
+    /// The call's deadline, from the client's `grpc-timeout`.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.shared.as_ref().and_then(|s| s.deadline)
+    }
+}
+
+impl<M: prost::Message + Default> Iterator for Streaming<M> {
+    type Item = Result<M, Status>;
+
+    fn next(&mut self) -> Option<Result<M, Status>> {
+        if self.done {
+            return None;
+        }
+        let Some(shared) = &self.shared else {
+            self.done = true;
+            return None;
+        };
+        let item = match shared.take_incoming() {
+            Ok(Some(bytes)) => M::decode(&bytes[framing::PREFIX_LEN..]).map_err(Status::from),
+            Ok(None) => {
+                self.done = true;
+                return None;
+            }
+            Err(status) => Err(status),
+        };
+        if item.is_err() {
+            self.done = true;
+            shared.cancel(CancelReason::Ended);
+        }
+        Some(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn counting_inbox() -> (Arc<Inbox>, Arc<AtomicUsize>) {
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let counter = wakes.clone();
+        let inbox = Inbox::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        (inbox, wakes)
+    }
+
+    fn shared(inbox: &Arc<Inbox>, stream: u32, credit: usize) -> Arc<Shared> {
+        Shared::new(
+            Target {
+                inbox: inbox.clone(),
+                connection: 7,
+                stream,
+                credit,
+                incoming_limit: 10,
+            },
+            None,
+        )
+    }
+
+    fn drain(inbox: &Inbox) -> Vec<Delivery> {
+        let mut parts = Vec::new();
+        inbox.drain(&mut parts);
+        parts
+    }
+
+    #[test]
+    fn many_answers_wake_once_until_drained() {
+        let (inbox, wakes) = counting_inbox();
+        for stream in [1, 3, 5] {
+            Responder::new(Some(shared(&inbox, stream, 10))).respond(Ok(42u32));
+        }
+        assert_eq!(wakes.load(Ordering::SeqCst), 1);
+        let parts = drain(&inbox);
+        assert_eq!(parts.len(), 3);
+        let Part::Answer { result, .. } = &parts[0].part else {
+            panic!("an answer")
+        };
+        assert_eq!(result.as_ref().unwrap(), &[0, 0, 0, 0, 2, 0x08, 42]);
+        Responder::new(Some(shared(&inbox, 7, 10))).respond(Ok(1u32));
+        assert_eq!(wakes.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn dropped_responder_answers_internal() {
+        let (inbox, _) = counting_inbox();
+        let mut responder = Responder::new(Some(shared(&inbox, 9, 10)));
+        responder.trailers_mut().insert("x-why", "dropped").unwrap();
+        drop(responder);
+        let parts = drain(&inbox);
+        let Part::Answer {
+            result, trailers, ..
+        } = &parts[0].part
+        else {
+            panic!("an answer")
+        };
+        assert_eq!(result.as_ref().unwrap_err().code(), crate::Code::Internal);
+        assert_eq!(trailers.get("x-why"), Some("dropped"));
+    }
+
+    #[test]
+    fn a_sink_waits_for_credit_and_sends_headers_first() {
+        let (inbox, _) = counting_inbox();
+        let shared = shared(&inbox, 1, 8);
+        let mut sink = Sink::<u32>::new(Some(shared.clone()), Metadata::new(), Metadata::new());
+        sink.headers_mut().insert("x-a", "1").unwrap();
+        sink.send(&300).unwrap();
+        let parts = drain(&inbox);
+        assert!(matches!(&parts[0].part, Part::Headers(md) if md.get("x-a") == Some("1")));
+        assert!(matches!(&parts[1].part, Part::Message(m) if m.len() == 8));
+        let sender = std::thread::spawn(move || {
+            sink.send(&1).unwrap();
+            sink.finish(Ok(()));
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(drain(&inbox).is_empty(), "no credit left: the sink waits");
+        shared.return_credit(8);
+        sender.join().unwrap();
+        let parts = drain(&inbox);
+        assert!(matches!(&parts[0].part, Part::Message(_)));
+        assert!(matches!(&parts[1].part, Part::Finish { status: None, .. }));
+    }
+
+    #[test]
+    fn a_cancelled_call_fails_its_sink_and_stream() {
+        let (inbox, _) = counting_inbox();
+        let shared = shared(&inbox, 1, 0);
+        let mut sink = Sink::<u32>::new(Some(shared.clone()), Metadata::new(), Metadata::new());
+        let mut requests = Streaming::<u32>::new(Some(shared.clone()));
+        let waiter = std::thread::spawn(move || sink.send(&1));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        shared.cancel(CancelReason::DeadlineExceeded);
+        let err = waiter.join().unwrap().unwrap_err();
+        assert_eq!(err.reason, CancelReason::DeadlineExceeded);
+        let status = requests.next().unwrap().unwrap_err();
+        assert_eq!(status.code(), crate::Code::DeadlineExceeded);
+        assert!(requests.next().is_none());
+    }
+
+    #[test]
+    fn incoming_messages_are_bounded_and_resume_when_taken() {
+        let (inbox, _) = counting_inbox();
+        let shared = shared(&inbox, 1, 0);
+        let message = [0, 0, 0, 0, 2, 0x08, 5];
+        assert!(shared.offer(&message));
+        assert!(shared.offer(&message));
+        assert!(!shared.offer(&message), "14 bytes queued, limit 10");
+        let mut requests = Streaming::<u32>::new(Some(shared.clone()));
+        assert_eq!(requests.next().unwrap().unwrap(), 5);
+        assert!(drain(&inbox).is_empty(), "7 bytes left: above half");
+        assert_eq!(requests.next().unwrap().unwrap(), 5);
+        let parts = drain(&inbox);
+        assert!(matches!(parts[0].part, Part::Resume));
+        shared.end_incoming(None);
+        assert!(requests.next().is_none());
+    }
+}

@@ -1,0 +1,121 @@
+//! Answers as HTTP/2 header blocks and data: response headers, messages,
+//! trailers with `grpc-status`, trailers-only answers, and the HTTP 415 for
+//! requests that are not gRPC.
+
+use crate::grpc::metadata::Metadata;
+use crate::grpc::percent;
+use crate::grpc::status::{Code, Status};
+use crate::h2::connection::{Connection, Field};
+use crate::h2::hpack::Indexing;
+
+/// `:status: 200` and `content-type: application/grpc`, kept in the HPACK
+/// table so that steady-state answers spend one byte on each.
+pub(crate) const SUCCESS_HEADERS: [Field<'static>; 2] = [
+    Field {
+        name: b":status",
+        value: b"200",
+        indexing: Indexing::Incremental,
+    },
+    Field {
+        name: b"content-type",
+        value: b"application/grpc",
+        indexing: Indexing::Incremental,
+    },
+];
+
+const STATUS_OK: Field<'static> = Field {
+    name: b"grpc-status",
+    value: b"0",
+    indexing: Indexing::Incremental,
+};
+
+const NOT_GRPC_BODY: &[u8] = b"pajamax serves gRPC: send POST with content-type application/grpc\n";
+
+/// Sends the response headers with `metadata`.
+#[inline]
+pub(crate) fn send_headers(h2: &mut Connection, stream: u32, metadata: &Metadata) {
+    if metadata.is_empty() {
+        h2.send_headers(stream, &SUCCESS_HEADERS, false);
+        return;
+    }
+    let mut fields = SUCCESS_HEADERS.to_vec();
+    push_metadata(&mut fields, metadata);
+    h2.send_headers(stream, &fields, false);
+}
+
+/// Sends the trailers: `grpc-status` (`OK` without a status), its message,
+/// and `metadata`. `text` is scratch room for the percent-encoded message.
+#[inline]
+pub(crate) fn send_trailers(
+    h2: &mut Connection,
+    stream: u32,
+    status: Option<&Status>,
+    metadata: &Metadata,
+    text: &mut Vec<u8>,
+) {
+    if status.is_none() && metadata.is_empty() {
+        h2.send_trailers(stream, &[STATUS_OK]);
+        return;
+    }
+    let mut fields = Vec::with_capacity(2 + metadata.len());
+    push_status(&mut fields, status, text);
+    push_metadata(&mut fields, metadata);
+    h2.send_trailers(stream, &fields);
+}
+
+/// Sends a trailers-only answer: one header block with the HTTP status,
+/// `grpc-status` and both the headers' and the trailers' metadata.
+pub(crate) fn send_status_only(
+    h2: &mut Connection,
+    stream: u32,
+    status: Option<&Status>,
+    headers: &Metadata,
+    trailers: &Metadata,
+    text: &mut Vec<u8>,
+) {
+    let mut fields = Vec::with_capacity(5 + headers.len() + trailers.len());
+    fields.extend(SUCCESS_HEADERS);
+    push_status(&mut fields, status, text);
+    if status.is_some_and(|s| s.code() == Code::Unimplemented) {
+        fields.push(Field::indexed(b"grpc-accept-encoding", b"identity"));
+    }
+    push_metadata(&mut fields, headers);
+    push_metadata(&mut fields, trailers);
+    h2.send_headers(stream, &fields, true);
+}
+
+/// Answers a request that is not gRPC with HTTP 415.
+pub(crate) fn send_not_grpc(h2: &mut Connection, stream: u32) {
+    let headers = [
+        Field::indexed(b":status", b"415"),
+        Field::indexed(b"content-type", b"text/plain"),
+    ];
+    h2.send_headers(stream, &headers, false);
+    h2.send_data(stream, NOT_GRPC_BODY, true);
+}
+
+/// `grpc-status` and, when there is one, `grpc-message`; `text` must
+/// outlive `fields`.
+fn push_status<'f>(fields: &mut Vec<Field<'f>>, status: Option<&Status>, text: &'f mut Vec<u8>) {
+    let Some(status) = status else {
+        fields.push(STATUS_OK);
+        return;
+    };
+    fields.push(Field::indexed(
+        b"grpc-status",
+        status.code().as_str().as_bytes(),
+    ));
+    if !status.message().is_empty() {
+        text.clear();
+        percent::encode(status.message(), text);
+        fields.push(Field::literal(b"grpc-message", text));
+    }
+}
+
+fn push_metadata<'f>(fields: &mut Vec<Field<'f>>, metadata: &'f Metadata) {
+    fields.extend(
+        metadata
+            .iter()
+            .map(|(name, value)| Field::literal(name.as_bytes(), value)),
+    );
+}

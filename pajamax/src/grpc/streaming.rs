@@ -1,0 +1,561 @@
+//! What streaming handlers return: server streams, client streams and
+//! bidirectional streams, each served on the worker or on another thread.
+//!
+//! On the worker, nothing blocks: a [`ServerStream`] is an iterator (or a
+//! [`Producer`], which may also ask to be called again later) that the
+//! worker pulls from only as far as the client's flow-control windows
+//! allow; a client stream or a bidirectional stream is a per-call object
+//! whose `on_message` and `on_end` the worker calls as the messages
+//! arrive ([`ClientStreamHandler`], [`BidiHandler`]).
+//!
+//! On another thread, `channel` gives the thread a [`Sink`] whose `send`
+//! waits for flow-control credit, and a [`Streaming`] of the request
+//! messages that it reads as a blocking iterator; both report when the call
+//! has ended (the client cancelled, the deadline passed, the connection
+//! closed). What the thread sends comes back through the worker's inbox,
+//! many parts per wake-up, and leaves in one write.
+//!
+//! ```
+//! use pajamax::{Context, ServerStream, Status};
+//!
+//! // On the worker: three numbers, pulled as the client's windows allow.
+//! fn count(_ctx: &mut Context<'_>, to: u32) -> Result<ServerStream<u32>, Status> {
+//!     Ok(ServerStream::iter((1..=to).map(Ok)))
+//! }
+//!
+//! // On a thread of its own: the sink waits while the client is slow.
+//! fn count_on_a_thread(ctx: &mut Context<'_>, to: u32) -> Result<ServerStream<u32>, Status> {
+//!     let (stream, mut sink) = ServerStream::channel(ctx);
+//!     std::thread::spawn(move || {
+//!         for n in 1..=to {
+//!             if sink.send(&n).is_err() {
+//!                 return; // cancelled: stop working for it
+//!             }
+//!         }
+//!         sink.finish(Ok(()));
+//!     });
+//!     Ok(stream)
+//! }
+//! # let md = pajamax::grpc::metadata::Metadata::new();
+//! # let mut response = pajamax::grpc::context::ResponseMetadata::default();
+//! # let mut ctx = Context::new(&md, None, None, &mut response);
+//! # count(&mut ctx, 3).unwrap();
+//! # count_on_a_thread(&mut ctx, 3).unwrap();
+//! ```
+
+use crate::grpc::context::Context;
+use crate::grpc::framing;
+use crate::grpc::remote::{Responder, Sink, Streaming};
+use crate::grpc::status::Status;
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Instant;
+
+/// What a [`Producer`] gives when the worker asks for the next message.
+#[derive(Debug)]
+pub enum Next<M> {
+    /// The next message of the answer.
+    Message(M),
+    /// Nothing now: ask again at this time (a paced stream). The worker
+    /// serves other calls meanwhile.
+    Wait(Instant),
+    /// The answer is complete: status `OK` or the error.
+    End(Result<(), Status>),
+}
+
+/// A server stream produced on the worker, message by message.
+///
+/// The worker calls [`Producer::next`] only while the stream may send (the
+/// client's windows and the stream's send buffer have room), so a slow
+/// client slows the producer instead of filling memory. It is dropped when
+/// the call ends, also when the client cancels or the deadline passes: that
+/// is how a producer learns of a cancellation.
+///
+/// ```
+/// use pajamax::{Next, Producer};
+/// use std::time::{Duration, Instant};
+///
+/// /// One tick every 10 ms, five in all, without holding the worker.
+/// struct Ticks {
+///     left: u32,
+///     due: Option<Instant>,
+/// }
+///
+/// impl Producer<u32> for Ticks {
+///     fn next(&mut self, now: Instant) -> Next<u32> {
+///         if self.left == 0 {
+///             return Next::End(Ok(()));
+///         }
+///         match self.due {
+///             Some(due) if due > now => Next::Wait(due),
+///             _ => {
+///                 self.left -= 1;
+///                 self.due = Some(now + Duration::from_millis(10));
+///                 Next::Message(self.left)
+///             }
+///         }
+///     }
+/// }
+/// ```
+pub trait Producer<M>: 'static {
+    /// The next step of the answer; `now` is the worker's time.
+    fn next(&mut self, now: Instant) -> Next<M>;
+}
+
+/// A type-erased producer: encodes its message, prefix included, into
+/// `out`.
+pub(crate) trait RawProducer {
+    fn next(&mut self, now: Instant, out: &mut Vec<u8>) -> RawNext;
+}
+
+/// What a [`RawProducer`] did.
+pub(crate) enum RawNext {
+    /// One message appended to `out`.
+    Message,
+    Wait(Instant),
+    End(Result<(), Status>),
+}
+
+struct Encoding<P, M> {
+    producer: P,
+    _message: PhantomData<fn() -> M>,
+}
+
+impl<P: Producer<M>, M: prost::Message + 'static> RawProducer for Encoding<P, M> {
+    fn next(&mut self, now: Instant, out: &mut Vec<u8>) -> RawNext {
+        match self.producer.next(now) {
+            Next::Message(message) => {
+                framing::encode(&message, out);
+                RawNext::Message
+            }
+            Next::Wait(at) => RawNext::Wait(at),
+            Next::End(result) => RawNext::End(result),
+        }
+    }
+}
+
+/// An iterator as a producer.
+struct IterProducer<I>(I);
+
+impl<I, M> Producer<M> for IterProducer<I>
+where
+    I: Iterator<Item = Result<M, Status>> + 'static,
+{
+    fn next(&mut self, _now: Instant) -> Next<M> {
+        match self.0.next() {
+            Some(Ok(message)) => Next::Message(message),
+            Some(Err(status)) => Next::End(Err(status)),
+            None => Next::End(Ok(())),
+        }
+    }
+}
+
+/// How a streamed answer is produced, without its message type.
+pub(crate) enum Production {
+    /// On the worker.
+    Local(Box<dyn RawProducer>),
+    /// On another thread, through a [`Sink`].
+    Remote,
+}
+
+/// The answer of a server-streaming handler: the messages to send, made
+/// on the worker ([`ServerStream::iter`], [`ServerStream::from_producer`])
+/// or on another thread ([`ServerStream::channel`]).
+///
+/// Response metadata set on the handler's [`Context`] goes with the first
+/// message (headers) and the end (trailers).
+pub struct ServerStream<M> {
+    production: Production,
+    _message: PhantomData<fn() -> M>,
+}
+
+impl<M> fmt::Debug for ServerStream<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.production {
+            Production::Local(_) => "on the worker",
+            Production::Remote => "on another thread",
+        };
+        f.debug_tuple("ServerStream").field(&kind).finish()
+    }
+}
+
+impl<M: prost::Message + 'static> ServerStream<M> {
+    /// Messages from an iterator, pulled on the worker as the client's
+    /// windows allow; an `Err` item ends the call with that status, the end
+    /// of the iterator with `OK`.
+    pub fn iter<I>(messages: I) -> ServerStream<M>
+    where
+        I: IntoIterator<Item = Result<M, Status>>,
+        I::IntoIter: 'static,
+    {
+        ServerStream::from_producer(IterProducer(messages.into_iter()))
+    }
+
+    /// Messages from a [`Producer`], called on the worker.
+    pub fn from_producer<P: Producer<M>>(producer: P) -> ServerStream<M> {
+        ServerStream {
+            production: Production::Local(Box::new(Encoding {
+                producer,
+                _message: PhantomData,
+            })),
+            _message: PhantomData,
+        }
+    }
+
+    /// No message: the call ends with `OK` at once.
+    pub fn empty() -> ServerStream<M> {
+        ServerStream::iter(std::iter::empty())
+    }
+
+    /// Messages sent from another thread through the returned [`Sink`];
+    /// return the stream from the handler and move the sink to the thread.
+    /// The response metadata set on `ctx` so far moves to the sink.
+    pub fn channel(ctx: &mut Context<'_>) -> (ServerStream<M>, Sink<M>) {
+        let shared = ctx.open_remote();
+        let headers = std::mem::take(ctx.headers_mut());
+        let trailers = std::mem::take(ctx.trailers_mut());
+        (
+            ServerStream {
+                production: Production::Remote,
+                _message: PhantomData,
+            },
+            Sink::new(shared, headers, trailers),
+        )
+    }
+
+    /// The stream without its message type, for generated code.
+    #[doc(hidden)]
+    pub fn into_raw(self) -> RawServerStream {
+        RawServerStream(self.production)
+    }
+}
+
+/// A [`ServerStream`] without its message type; generated code passes it
+/// from a handler to the server.
+pub struct RawServerStream(pub(crate) Production);
+
+impl fmt::Debug for RawServerStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawServerStream").finish_non_exhaustive()
+    }
+}
+
+/// A client-streaming call served on the worker: it sees each request
+/// message as it arrives, and answers at the end.
+///
+/// The [`Context`] passed in is the call's: its request metadata and
+/// deadline, and the response metadata to send (headers and trailers go
+/// out with the answer). A panic ends the call with `INTERNAL`.
+///
+/// ```
+/// use pajamax::{ClientStreamHandler, Context, Status};
+///
+/// #[derive(Default)]
+/// struct Sum(u64);
+///
+/// impl ClientStreamHandler<u32, u64> for Sum {
+///     fn on_message(&mut self, _ctx: &mut Context<'_>, n: u32) -> Result<(), Status> {
+///         self.0 += u64::from(n);
+///         Ok(())
+///     }
+///
+///     fn on_end(&mut self, _ctx: &mut Context<'_>) -> Result<u64, Status> {
+///         Ok(self.0)
+///     }
+/// }
+/// ```
+pub trait ClientStreamHandler<Req, Resp>: 'static {
+    /// One request message. An error ends the call with that status; no
+    /// more messages are delivered.
+    fn on_message(&mut self, ctx: &mut Context<'_>, request: Req) -> Result<(), Status>;
+
+    /// The client is done sending: the answer. The context can still
+    /// [`defer`](Context::defer) it to another thread.
+    fn on_end(&mut self, ctx: &mut Context<'_>) -> Result<Resp, Status>;
+}
+
+/// A bidirectional call served on the worker: it sees each request message
+/// as it arrives and may send answer messages at any of these calls.
+///
+/// While the stream's send buffer is full (the client does not read), the
+/// worker stops delivering request messages, so the client is slowed in
+/// turn. A panic ends the call with `INTERNAL`.
+///
+/// ```
+/// use pajamax::{BidiHandler, Context, Responses, Status};
+///
+/// /// Answers every number with its double.
+/// struct Doubler;
+///
+/// impl BidiHandler<u32, u32> for Doubler {
+///     fn on_message(
+///         &mut self,
+///         _ctx: &mut Context<'_>,
+///         n: u32,
+///         responses: &mut Responses<'_, u32>,
+///     ) -> Result<(), Status> {
+///         responses.send(&(n * 2));
+///         Ok(())
+///     }
+/// }
+/// ```
+pub trait BidiHandler<Req, Resp>: 'static {
+    /// One request message. An error ends the call with that status.
+    fn on_message(
+        &mut self,
+        ctx: &mut Context<'_>,
+        request: Req,
+        responses: &mut Responses<'_, Resp>,
+    ) -> Result<(), Status>;
+
+    /// The client is done sending; `Ok` ends the call with `OK`. The
+    /// default does just that.
+    fn on_end(
+        &mut self,
+        ctx: &mut Context<'_>,
+        responses: &mut Responses<'_, Resp>,
+    ) -> Result<(), Status> {
+        let _ = (ctx, responses);
+        Ok(())
+    }
+}
+
+/// Where a [`BidiHandler`] sends its answer messages.
+pub struct Responses<'a, M> {
+    out: &'a mut Outgoing,
+    _message: PhantomData<fn(M)>,
+}
+
+/// The answer parts a worker-side handler produced in one call.
+#[derive(Debug, Default)]
+pub(crate) struct Outgoing {
+    /// Framed messages.
+    pub messages: Vec<u8>,
+    /// Send the response headers now, even without a message.
+    pub headers_now: bool,
+    /// The stream's send buffer is full.
+    pub full: bool,
+}
+
+impl<M: prost::Message> Responses<'_, M> {
+    /// Sends one message (after the response headers, with the metadata set
+    /// on the context). It leaves when this call returns to the worker.
+    pub fn send(&mut self, message: &M) {
+        framing::encode(message, &mut self.out.messages);
+    }
+
+    /// Sends the response headers now, even if no message follows yet.
+    pub fn send_headers(&mut self) {
+        self.out.headers_now = true;
+    }
+
+    /// Whether the stream's send buffer was full when this call began: the
+    /// client is not reading. Messages sent still go out, later.
+    pub fn is_full(&self) -> bool {
+        self.out.full
+    }
+}
+
+/// A type-erased handler of request messages: decodes each message, and
+/// encodes answers into an [`Outgoing`].
+pub(crate) trait RawHandler {
+    fn on_message(
+        &mut self,
+        ctx: &mut Context<'_>,
+        message: &[u8],
+        out: &mut Outgoing,
+    ) -> Result<(), Status>;
+
+    fn on_end(&mut self, ctx: &mut Context<'_>, out: &mut Outgoing) -> Result<(), Status>;
+}
+
+struct ClientStreamAdapter<H, Req, Resp> {
+    handler: H,
+    _types: PhantomData<fn(Req) -> Resp>,
+}
+
+impl<H, Req, Resp> RawHandler for ClientStreamAdapter<H, Req, Resp>
+where
+    H: ClientStreamHandler<Req, Resp>,
+    Req: prost::Message + Default,
+    Resp: prost::Message,
+{
+    fn on_message(
+        &mut self,
+        ctx: &mut Context<'_>,
+        message: &[u8],
+        _out: &mut Outgoing,
+    ) -> Result<(), Status> {
+        let request = Req::decode(message)?;
+        self.handler.on_message(ctx, request)
+    }
+
+    fn on_end(&mut self, ctx: &mut Context<'_>, out: &mut Outgoing) -> Result<(), Status> {
+        let answer = self.handler.on_end(ctx)?;
+        framing::encode(&answer, &mut out.messages);
+        Ok(())
+    }
+}
+
+struct BidiAdapter<H, Req, Resp> {
+    handler: H,
+    _types: PhantomData<fn(Req) -> Resp>,
+}
+
+impl<H, Req, Resp> RawHandler for BidiAdapter<H, Req, Resp>
+where
+    H: BidiHandler<Req, Resp>,
+    Req: prost::Message + Default,
+    Resp: prost::Message,
+{
+    fn on_message(
+        &mut self,
+        ctx: &mut Context<'_>,
+        message: &[u8],
+        out: &mut Outgoing,
+    ) -> Result<(), Status> {
+        let request = Req::decode(message)?;
+        let mut responses = Responses {
+            out,
+            _message: PhantomData,
+        };
+        self.handler.on_message(ctx, request, &mut responses)
+    }
+
+    fn on_end(&mut self, ctx: &mut Context<'_>, out: &mut Outgoing) -> Result<(), Status> {
+        let mut responses = Responses {
+            out,
+            _message: PhantomData,
+        };
+        self.handler.on_end(ctx, &mut responses)
+    }
+}
+
+/// How request messages are taken in, without their types.
+pub(crate) enum Inbound {
+    /// By a handler on the worker.
+    Local(Box<dyn RawHandler>),
+    /// By another thread, through a [`Streaming`].
+    Remote,
+}
+
+/// A client-streaming or bidirectional stream without its message types;
+/// generated code passes it from a handler to the server.
+pub struct RawInbound(pub(crate) Inbound);
+
+impl fmt::Debug for RawInbound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawInbound").finish_non_exhaustive()
+    }
+}
+
+/// What a client-streaming handler returns: who takes the request messages
+/// and answers, on the worker ([`ClientStream::on_worker`]) or on another
+/// thread ([`ClientStream::channel`]).
+pub struct ClientStream<Req, Resp> {
+    inbound: Inbound,
+    _types: PhantomData<fn(Req) -> Resp>,
+}
+
+impl<Req, Resp> fmt::Debug for ClientStream<Req, Resp> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientStream").finish_non_exhaustive()
+    }
+}
+
+impl<Req, Resp> ClientStream<Req, Resp>
+where
+    Req: prost::Message + Default + 'static,
+    Resp: prost::Message + 'static,
+{
+    /// The messages go to `handler`, on the worker.
+    pub fn on_worker<H: ClientStreamHandler<Req, Resp>>(handler: H) -> ClientStream<Req, Resp> {
+        ClientStream {
+            inbound: Inbound::Local(Box::new(ClientStreamAdapter {
+                handler,
+                _types: PhantomData,
+            })),
+            _types: PhantomData,
+        }
+    }
+
+    /// The messages go to another thread, which reads them from the
+    /// returned [`Streaming`] and answers with the [`Responder`]; return
+    /// the stream from the handler and move the other two to the thread.
+    /// The response metadata set on `ctx` so far moves to the responder.
+    pub fn channel(ctx: &mut Context<'_>) -> (ClientStream<Req, Resp>, Streaming<Req>, Responder) {
+        let shared = ctx.open_remote();
+        let mut responder = Responder::new(shared.clone());
+        *responder.headers_mut() = std::mem::take(ctx.headers_mut());
+        *responder.trailers_mut() = std::mem::take(ctx.trailers_mut());
+        (
+            ClientStream {
+                inbound: Inbound::Remote,
+                _types: PhantomData,
+            },
+            Streaming::new(shared),
+            responder,
+        )
+    }
+
+    /// The stream without its message types, for generated code.
+    #[doc(hidden)]
+    pub fn into_raw(self) -> RawInbound {
+        RawInbound(self.inbound)
+    }
+}
+
+/// What a bidirectional-streaming handler returns: who takes the request
+/// messages and sends the answers, on the worker ([`BidiStream::on_worker`])
+/// or on another thread ([`BidiStream::channel`]).
+pub struct BidiStream<Req, Resp> {
+    inbound: Inbound,
+    _types: PhantomData<fn(Req) -> Resp>,
+}
+
+impl<Req, Resp> fmt::Debug for BidiStream<Req, Resp> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BidiStream").finish_non_exhaustive()
+    }
+}
+
+impl<Req, Resp> BidiStream<Req, Resp>
+where
+    Req: prost::Message + Default + 'static,
+    Resp: prost::Message + 'static,
+{
+    /// The messages go to `handler`, on the worker.
+    pub fn on_worker<H: BidiHandler<Req, Resp>>(handler: H) -> BidiStream<Req, Resp> {
+        BidiStream {
+            inbound: Inbound::Local(Box::new(BidiAdapter {
+                handler,
+                _types: PhantomData,
+            })),
+            _types: PhantomData,
+        }
+    }
+
+    /// The messages go to another thread, which reads them from the
+    /// returned [`Streaming`] and answers through the [`Sink`]; return the
+    /// stream from the handler and move the other two to the thread. The
+    /// response metadata set on `ctx` so far moves to the sink.
+    pub fn channel(ctx: &mut Context<'_>) -> (BidiStream<Req, Resp>, Streaming<Req>, Sink<Resp>) {
+        let shared = ctx.open_remote();
+        let headers = std::mem::take(ctx.headers_mut());
+        let trailers = std::mem::take(ctx.trailers_mut());
+        (
+            BidiStream {
+                inbound: Inbound::Remote,
+                _types: PhantomData,
+            },
+            Streaming::new(shared.clone()),
+            Sink::new(shared, headers, trailers),
+        )
+    }
+
+    /// The stream without its message types, for generated code.
+    #[doc(hidden)]
+    pub fn into_raw(self) -> RawInbound {
+        RawInbound(self.inbound)
+    }
+}

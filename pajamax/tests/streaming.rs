@@ -1,0 +1,314 @@
+//! Streaming calls of every kind, served on the worker and on threads, with
+//! tonic's client.
+
+mod common;
+
+use common::streams::{self, bidi, client_stream, collect, server_stream, Ask};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+fn ask(count: u32) -> Ask {
+    Ask {
+        count,
+        ..Ask::default()
+    }
+}
+
+#[tokio::test]
+async fn server_streams_arrive_in_order_from_the_worker_and_from_a_thread() {
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    for method in ["Count", "CountThread"] {
+        let response = server_stream(channel.clone(), method, tonic::Request::new(ask(3000)))
+            .await
+            .unwrap();
+        assert_eq!(response.metadata().get("x-kind").unwrap(), "server");
+        let (items, end, _) = collect(response.into_inner()).await;
+        end.unwrap();
+        let values: Vec<u64> = items.iter().map(|i| i.value).collect();
+        assert_eq!(values, (1..=3000).collect::<Vec<_>>(), "{method}");
+    }
+    assert_eq!(seen.threads_done.load(Ordering::SeqCst), 1);
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn a_server_stream_ends_with_the_status_and_trailers_asked_for() {
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    for method in ["Count", "CountThread"] {
+        let request = Ask {
+            count: 2,
+            fail_code: 5,
+            ..Ask::default()
+        };
+        let response = server_stream(channel.clone(), method, tonic::Request::new(request))
+            .await
+            .unwrap();
+        let (items, end, _) = collect(response.into_inner()).await;
+        assert_eq!(items.len(), 2, "{method}");
+        common::assert_status(&end.unwrap_err(), tonic::Code::NotFound, "asked to fail");
+    }
+    let response = server_stream(channel.clone(), "CountThread", tonic::Request::new(ask(1)))
+        .await
+        .unwrap();
+    let (_, end, trailers) = collect(response.into_inner()).await;
+    end.unwrap();
+    assert_eq!(trailers.unwrap().get("x-sent").unwrap(), "1");
+    // No message at all: a trailers-only answer.
+    let response = server_stream(channel.clone(), "Count", tonic::Request::new(ask(0)))
+        .await
+        .unwrap();
+    let (items, end, _) = collect(response.into_inner()).await;
+    assert!(items.is_empty());
+    end.unwrap();
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn client_streams_of_4000_messages_are_summed() {
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    for method in ["Sum", "SumThread"] {
+        let asks: Vec<Ask> = (1..=4000u64)
+            .map(|value| Ask {
+                value,
+                ..Ask::default()
+            })
+            .collect();
+        let response = client_stream(channel.clone(), method, asks).await.unwrap();
+        assert_eq!(response.get_ref().value, 4000 * 4001 / 2, "{method}");
+        // Trailers of a unary answer land in tonic's response metadata.
+        assert_eq!(response.metadata().get("x-count").unwrap(), "4000");
+    }
+    // An empty client stream is answered too.
+    let response = client_stream(channel.clone(), "Sum", Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(response.get_ref().value, 0);
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn a_handler_error_mid_stream_ends_the_call() {
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    let mut asks = vec![ask(0); 10];
+    asks[5].fail_code = 9;
+    let status = client_stream(channel.clone(), "Sum", asks)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    common::echo_works_on(channel, "Sum").await;
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn bidi_answers_each_message_as_it_comes() {
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    for method in ["Echo", "EchoThread"] {
+        let (tx, rx) = mpsc::channel(4);
+        // The response headers come with the first answer: tonic waits for
+        // them before it returns the call, so the first request goes first.
+        tx.send(Ask {
+            value: 1,
+            ..Ask::default()
+        })
+        .await
+        .unwrap();
+        let response = bidi(channel.clone(), method, rx).await.unwrap();
+        let mut answers = response.into_inner();
+        for value in 1..=50u64 {
+            if value > 1 {
+                tx.send(Ask {
+                    value,
+                    ..Ask::default()
+                })
+                .await
+                .unwrap();
+            }
+            // Ping-pong: the answer comes before the next request is sent.
+            let item = answers.message().await.unwrap().unwrap();
+            assert_eq!(item.value, value, "{method}");
+        }
+        drop(tx);
+        assert!(answers.message().await.unwrap().is_none());
+    }
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn a_hundred_and_fifty_bidi_calls_share_one_connection() {
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    let mut calls = Vec::new();
+    for call in 0..150u64 {
+        let channel = channel.clone();
+        let method = if call % 2 == 0 { "Echo" } else { "EchoThread" };
+        calls.push(tokio::spawn(async move {
+            let (tx, rx) = mpsc::channel(16);
+            let sender = tokio::spawn(async move {
+                for i in 0..20u64 {
+                    let value = call * 1000 + i;
+                    let ask = Ask {
+                        value,
+                        count: 2,
+                        size: 100,
+                        ..Ask::default()
+                    };
+                    tx.send(ask).await.unwrap();
+                }
+            });
+            let response = bidi(channel, method, rx).await.unwrap();
+            let (items, end, _) = collect(response.into_inner()).await;
+            sender.await.unwrap();
+            end.unwrap();
+            let values: Vec<u64> = items.iter().map(|i| i.value).collect();
+            let expected: Vec<u64> = (0..20u64)
+                .flat_map(|i| [call * 1000 + i, call * 1000 + i])
+                .collect();
+            assert_eq!(values, expected);
+        }));
+    }
+    for call in calls {
+        call.await.unwrap();
+    }
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn a_slow_reader_of_100_mib_keeps_the_server_bounded() {
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    for method in ["Count", "CountThread"] {
+        // 1600 messages of 64 KiB: 100 MiB.
+        let request = Ask {
+            count: 1600,
+            size: 64 << 10,
+            ..Ask::default()
+        };
+        let response = server_stream(channel.clone(), method, tonic::Request::new(request))
+            .await
+            .unwrap();
+        let mut answers = response.into_inner();
+        let mut received = 0usize;
+        let mut count = 0;
+        while let Some(item) = answers.message().await.unwrap() {
+            received += item.blob.len();
+            count += 1;
+            if count % 400 == 0 {
+                // The client stops reading for a while.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        assert_eq!(received, 100 << 20, "{method}");
+    }
+    let stats = server.stats();
+    // The stream's send buffer (64 KiB) plus one message is all a stream
+    // holds for a client that does not read; the output is bounded by the
+    // produce limit plus one chunk, or the sink's credit.
+    assert!(stats.peak_held_bytes <= 3 * (64 << 10) + 64, "{stats:?}");
+    assert!(
+        stats.peak_output_bytes <= (4 << 20) + (1 << 20),
+        "{stats:?}"
+    );
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_stream_stops_its_producer() {
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    for method in ["Count", "CountThread"] {
+        let request = Ask {
+            endless: true,
+            size: 1000,
+            ..Ask::default()
+        };
+        let response = server_stream(channel.clone(), method, tonic::Request::new(request))
+            .await
+            .unwrap();
+        let mut answers = response.into_inner();
+        for _ in 0..100 {
+            answers.message().await.unwrap().unwrap();
+        }
+        // Dropping the stream resets it (RST_STREAM CANCEL).
+        drop(answers);
+    }
+    for _ in 0..200 {
+        if seen.producers_dropped_early.load(Ordering::SeqCst) == 1
+            && seen.sends_cancelled.load(Ordering::SeqCst) == 1
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 1);
+    common::echo_works_on(channel, "Count").await;
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn a_deadline_that_passes_mid_stream_ends_it() {
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    for method in ["Count", "CountThread"] {
+        let request = Ask {
+            count: 100,
+            interval_ms: 20,
+            ..Ask::default()
+        };
+        let mut request = tonic::Request::new(request);
+        request.set_timeout(Duration::from_millis(300));
+        let response = server_stream(channel.clone(), method, request)
+            .await
+            .unwrap();
+        let (items, end, _) = collect(response.into_inner()).await;
+        assert!(
+            !items.is_empty() && items.len() < 100,
+            "{method}: {}",
+            items.len()
+        );
+        common::assert_status(&end.unwrap_err(), tonic::Code::DeadlineExceeded, "deadline");
+    }
+    for _ in 0..200 {
+        if seen.sends_cancelled.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 1);
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn a_paced_stream_does_not_hold_up_other_connections() {
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1));
+    let streaming = common::connect(&server).await;
+    let request = Ask {
+        count: 20,
+        interval_ms: 50,
+        ..Ask::default()
+    };
+    let response = server_stream(streaming, "Count", tonic::Request::new(request))
+        .await
+        .unwrap();
+    let paced = tokio::spawn(collect(response.into_inner()));
+    let other = common::connect(&server).await;
+    for _ in 0..50 {
+        let response = common::streams_unary(other.clone(), 7).await.unwrap();
+        assert_eq!(response.get_ref().value, 7);
+    }
+    assert!(
+        !paced.is_finished(),
+        "fifty calls were answered while the stream paced itself"
+    );
+    let (items, end, _) = paced.await.unwrap();
+    end.unwrap();
+    assert_eq!(items.len(), 20);
+    common::stop(server).await;
+}

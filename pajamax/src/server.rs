@@ -267,6 +267,7 @@ impl ServerHandle {
             peak_output_bytes: load(&self.shared.peak_output),
             peak_held_bytes: load(&self.shared.peak_held),
             peak_buffered_request_bytes: load(&self.shared.peak_buffered),
+            peak_open_streams: load(&self.shared.peak_streams),
             connection_errors: load(&self.shared.connection_errors),
         }
     }
@@ -313,6 +314,9 @@ pub struct Stats {
     pub peak_held_bytes: usize,
     /// The most incomplete request bytes one connection has buffered.
     pub peak_buffered_request_bytes: usize,
+    /// The most streams one connection has had open at once (bounded by
+    /// `max_concurrent_streams`).
+    pub peak_open_streams: usize,
     /// Connections the server closed with a GOAWAY carrying an error code.
     pub connection_errors: usize,
 }

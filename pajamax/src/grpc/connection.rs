@@ -81,6 +81,9 @@ pub struct GrpcConnection {
     max_message: usize,
     max_buffered: usize,
     produce_limit: usize,
+    /// Answer bytes the connection may hold for the client's windows before
+    /// producers stop being pulled.
+    max_held: usize,
     /// Answer bytes a thread's sink may have on their way.
     credit: usize,
     /// Request bytes that may wait for a thread.
@@ -132,6 +135,7 @@ impl GrpcConnection {
             max_message: config.max_recv_message_size,
             max_buffered: config.max_buffered_request_bytes,
             produce_limit: config.produce_output_limit.max(1),
+            max_held: config.h2.max_held_bytes,
             credit: config.h2.stream_send_buffer.max(1),
             incoming_limit: (config.h2.initial_stream_window as usize).max(1),
             buffered: 0,
@@ -778,14 +782,19 @@ impl GrpcConnection {
 
     // ----- producers on the worker -----
 
-    /// Pulls the producers that may send, each in turn, until they wait or
-    /// the output holds [`GrpcConfig::produce_output_limit`] bytes; call
-    /// again after writing while [`GrpcConnection::wants_to_produce`].
+    /// Pulls the producers that may send, each in turn, until they wait,
+    /// the output holds [`GrpcConfig::produce_output_limit`] bytes, or the
+    /// connection holds [`h2::Config::max_held_bytes`](crate::h2::Config)
+    /// for the client's windows; call again after writing while
+    /// [`GrpcConnection::wants_to_produce`].
     pub fn produce(&mut self, now: Instant) {
         let mut turns = self.ready.len();
         while turns > 0 {
             turns -= 1;
-            if self.h2.output().len() >= self.produce_limit {
+            if self.h2.output().len() >= self.produce_limit || self.h2.held_bytes() >= self.max_held
+            {
+                // Again once the socket took the output, or the client's
+                // windows let held bytes out (a Writable event).
                 break;
             }
             let Some(stream) = self.ready.pop_front() else {

@@ -1,9 +1,9 @@
 //! gRPC metadata: the custom headers of a request or a response.
 
+use crate::h2::fields::Fields;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use base64::Engine;
 use std::fmt;
-use std::ops::Range;
 
 /// An ordered list of metadata entries (custom headers).
 ///
@@ -21,14 +21,7 @@ use std::ops::Range;
 /// ```
 #[derive(Default, Clone, PartialEq, Eq)]
 pub struct Metadata {
-    bytes: Vec<u8>,
-    entries: Vec<Entry>,
-}
-
-#[derive(Clone, PartialEq, Eq)]
-struct Entry {
-    name: Range<usize>,
-    value: Range<usize>,
+    fields: Fields,
 }
 
 /// A metadata key or value that HTTP/2 or gRPC does not allow.
@@ -51,18 +44,17 @@ impl Metadata {
 
     /// The number of entries.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.fields.len()
     }
 
     /// Whether there are no entries.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.fields.is_empty()
     }
 
     /// Removes every entry, keeping the allocated room.
     pub fn clear(&mut self) {
-        self.bytes.clear();
-        self.entries.clear();
+        self.fields.clear();
     }
 
     /// The raw value of the first entry named `name`.
@@ -88,10 +80,14 @@ impl Metadata {
 
     /// Every entry in order, as `(key, raw value)`.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.entries.iter().map(move |entry| {
-            let name = std::str::from_utf8(&self.bytes[entry.name.clone()]).unwrap_or("");
-            (name, &self.bytes[entry.value.clone()])
-        })
+        self.fields
+            .iter_all()
+            .map(|(name, value)| (std::str::from_utf8(name).unwrap_or(""), value))
+    }
+
+    /// The entries as header fields, for the codec.
+    pub(crate) fn fields(&self) -> &Fields {
+        &self.fields
     }
 
     /// Appends an ASCII entry. The key must be a valid lower-case header name
@@ -121,14 +117,7 @@ impl Metadata {
 
     /// Appends an entry as it came off the wire, unchecked.
     pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(name);
-        let mid = self.bytes.len();
-        self.bytes.extend_from_slice(value);
-        self.entries.push(Entry {
-            name: start..mid,
-            value: mid..self.bytes.len(),
-        });
+        self.fields.push(name, value);
     }
 }
 

@@ -113,9 +113,5 @@ fn push_status<'f>(fields: &mut Vec<Field<'f>>, status: Option<&Status>, text: &
 }
 
 fn push_metadata<'f>(fields: &mut Vec<Field<'f>>, metadata: &'f Metadata) {
-    fields.extend(
-        metadata
-            .iter()
-            .map(|(name, value)| Field::literal(name.as_bytes(), value)),
-    );
+    fields.extend(metadata.fields().to_send());
 }

@@ -1,17 +1,42 @@
-//! Decoded header fields of requests, stored end to end in one reusable
-//! buffer, and the checks RFC 9113 section 8.2 and 8.3 put on them.
+//! Header fields stored end to end in one reusable buffer, and the checks
+//! RFC 9113 section 8.2 and 8.3 put on a request's fields.
+//!
+//! [`Fields`] is the one name/value list of the crate: the decoded request
+//! fields of a batch, gRPC [`Metadata`](crate::grpc::metadata::Metadata)
+//! (which wraps it), and the trailers a stream keeps while its data waits
+//! for the peer's windows.
 
+use crate::h2::hpack::Indexing;
+use crate::h2::output::Field;
 use std::ops::Range;
 
-/// The header fields of every request decoded in one batch of input.
+/// An ordered list of header fields, names and values kept end to end in
+/// one byte buffer, each with how it should be encoded.
 ///
 /// An [`Event::Request`](crate::h2::connection::Event) names its fields by a
-/// range of indexes into this list. The storage is reused from batch to
-/// batch, so steady-state decoding allocates nothing.
-#[derive(Debug, Default)]
+/// range of indexes into the connection's list. The storage is reused from
+/// batch to batch, so steady-state decoding allocates nothing.
+///
+/// ```
+/// use pajamax::h2::fields::Fields;
+/// let mut fields = Fields::default();
+/// fields.push(b"x-user", b"alice");
+/// assert_eq!(fields.get(0), (&b"x-user"[..], &b"alice"[..]));
+/// ```
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Fields {
     bytes: Vec<u8>,
-    entries: Vec<[u32; 3]>,
+    entries: Vec<Entry>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    /// Where the name starts, where it ends (and the value starts), and
+    /// where the value ends, in `bytes`.
+    start: u32,
+    mid: u32,
+    end: u32,
+    indexing: Indexing,
 }
 
 impl Fields {
@@ -27,10 +52,10 @@ impl Fields {
 
     /// Field number `index` as `(name, value)`.
     pub fn get(&self, index: usize) -> (&[u8], &[u8]) {
-        let [start, mid, end] = self.entries[index];
+        let entry = self.entries[index];
         (
-            &self.bytes[start as usize..mid as usize],
-            &self.bytes[mid as usize..end as usize],
+            &self.bytes[entry.start as usize..entry.mid as usize],
+            &self.bytes[entry.mid as usize..entry.end as usize],
         )
     }
 
@@ -39,22 +64,52 @@ impl Fields {
         range.map(move |i| self.get(i))
     }
 
-    pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
+    /// Every field, in order.
+    pub fn iter_all(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.iter(0..self.len())
+    }
+
+    /// Every field as a [`Field`] to encode, with its indexing.
+    pub fn to_send(&self) -> impl Iterator<Item = Field<'_>> {
+        (0..self.len()).map(move |i| {
+            let (name, value) = self.get(i);
+            Field {
+                name,
+                value,
+                indexing: self.entries[i].indexing,
+            }
+        })
+    }
+
+    /// Appends a field sent as a literal.
+    pub fn push(&mut self, name: &[u8], value: &[u8]) {
+        self.push_with(name, value, Indexing::None);
+    }
+
+    /// Appends a field with how it should be encoded.
+    pub fn push_with(&mut self, name: &[u8], value: &[u8], indexing: Indexing) {
         let start = self.bytes.len() as u32;
         self.bytes.extend_from_slice(name);
         let mid = self.bytes.len() as u32;
         self.bytes.extend_from_slice(value);
-        self.entries.push([start, mid, self.bytes.len() as u32]);
+        self.entries.push(Entry {
+            start,
+            mid,
+            end: self.bytes.len() as u32,
+            indexing,
+        });
     }
 
-    pub(crate) fn truncate(&mut self, len: usize) {
-        if let Some(&[start, _, _]) = self.entries.get(len) {
-            self.bytes.truncate(start as usize);
+    /// Keeps the first `len` fields.
+    pub fn truncate(&mut self, len: usize) {
+        if let Some(entry) = self.entries.get(len) {
+            self.bytes.truncate(entry.start as usize);
         }
         self.entries.truncate(len);
     }
 
-    pub(crate) fn clear(&mut self) {
+    /// Removes every field, keeping the room.
+    pub fn clear(&mut self) {
         self.bytes.clear();
         self.entries.clear();
     }
@@ -238,6 +293,21 @@ mod tests {
         check.field(b"content-length", b"42");
         assert_eq!(check.content_length, Some(42));
         assert_eq!(check.list_size, 14 + 2 + 32);
+    }
+
+    #[test]
+    fn fields_keep_their_indexing_for_sending() {
+        let mut fields = Fields::default();
+        fields.push_with(b"grpc-status", b"0", Indexing::Incremental);
+        fields.push(b"x-a", b"1");
+        let sent: Vec<_> = fields.to_send().map(|f| (f.name, f.indexing)).collect();
+        assert_eq!(
+            sent,
+            vec![
+                (&b"grpc-status"[..], Indexing::Incremental),
+                (&b"x-a"[..], Indexing::None)
+            ]
+        );
     }
 
     #[test]

@@ -3,14 +3,13 @@
 //! streams served in turn as WINDOW_UPDATEs arrive.
 
 use crate::h2::connection::Event;
+use crate::h2::fields::Fields;
 use crate::h2::frame::{self, flag, kind};
-use crate::h2::hpack::Indexing;
 use crate::h2::output::{Field, Output};
 use crate::h2::recv_flow::DEFAULT_WINDOW;
 use crate::h2::streams::{SendHalf, Stream, Streams};
 use crate::h2::window::Window;
 use std::collections::VecDeque;
-use std::ops::Range;
 
 /// Response bytes waiting for the peer to open its windows.
 #[derive(Default)]
@@ -18,7 +17,7 @@ pub(crate) struct PendingSend {
     data: Vec<u8>,
     sent: usize,
     end_stream: bool,
-    trailers: Option<OwnedFields>,
+    trailers: Option<Fields>,
 }
 
 impl PendingSend {
@@ -42,13 +41,6 @@ impl Sent {
         accepted: 0,
         closed: false,
     };
-}
-
-/// Trailers kept until the data before them has been sent.
-#[derive(Default)]
-struct OwnedFields {
-    bytes: Vec<u8>,
-    fields: Vec<(Range<usize>, Range<usize>, Indexing)>,
 }
 
 /// The connection's send window, and the streams waiting for windows.
@@ -181,13 +173,9 @@ impl SendFlow {
         let Some(pending) = state.pending.as_mut() else {
             return false;
         };
-        let mut owned = OwnedFields::default();
+        let mut owned = Fields::default();
         for field in fields {
-            let name = owned.bytes.len()..owned.bytes.len() + field.name.len();
-            owned.bytes.extend_from_slice(field.name);
-            let value = owned.bytes.len()..owned.bytes.len() + field.value.len();
-            owned.bytes.extend_from_slice(field.value);
-            owned.fields.push((name, value, field.indexing));
+            owned.push_with(field.name, field.value, field.indexing);
         }
         pending.trailers = Some(owned);
         state.send = SendHalf::Closing;
@@ -255,12 +243,7 @@ impl SendFlow {
                 continue;
             }
             if let Some(trailers) = pending.trailers.take() {
-                let fields = trailers.fields.iter().map(|(name, value, indexing)| Field {
-                    name: &trailers.bytes[name.clone()],
-                    value: &trailers.bytes[value.clone()],
-                    indexing: *indexing,
-                });
-                output.header_block(id, fields, true);
+                output.header_block(id, trailers.to_send(), true);
                 return Some(id);
             } else if pending.end_stream {
                 return Some(id);

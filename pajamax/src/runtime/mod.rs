@@ -33,6 +33,8 @@ pub(crate) struct Shared {
     pub peak_held: AtomicUsize,
     /// The most incomplete request bytes one connection has buffered.
     pub peak_buffered: AtomicUsize,
+    /// The most streams one connection has had open at once.
+    pub peak_streams: AtomicUsize,
     /// Connections closed by the server with a GOAWAY carrying an error.
     pub connection_errors: AtomicUsize,
 }
@@ -45,6 +47,7 @@ impl Shared {
             peak_output: AtomicUsize::new(0),
             peak_held: AtomicUsize::new(0),
             peak_buffered: AtomicUsize::new(0),
+            peak_streams: AtomicUsize::new(0),
             connection_errors: AtomicUsize::new(0),
         }
     }

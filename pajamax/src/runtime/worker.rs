@@ -493,6 +493,9 @@ fn record_peaks(conn: &mut Conn, shared: &Shared) {
     shared
         .peak_buffered
         .fetch_max(conn.grpc.buffered_request_bytes(), Ordering::Relaxed);
+    shared
+        .peak_streams
+        .fetch_max(h2.open_streams(), Ordering::Relaxed);
     if !conn.error_counted && h2.error().is_some_and(|e| e.reason != Reason::NO_ERROR) {
         conn.error_counted = true;
         shared.connection_errors.fetch_add(1, Ordering::Relaxed);

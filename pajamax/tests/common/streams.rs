@@ -53,6 +53,10 @@ pub struct Seen {
     pub sends_cancelled: AtomicUsize,
     /// Threads that finished their work.
     pub threads_done: AtomicUsize,
+    /// Request handlers on the worker dropped before the client's end.
+    pub handlers_dropped_early: AtomicUsize,
+    /// Threads that saw their call end while they held its requests.
+    pub hoarders_cancelled: AtomicUsize,
 }
 
 /// The service, `test.Streams`.
@@ -88,6 +92,10 @@ pub const METHODS: &[Method] = &[
     Method {
         name: "Unary",
         kind: MethodKind::Unary,
+    },
+    Method {
+        name: "Hoard",
+        kind: MethodKind::ClientStreaming,
     },
 ];
 
@@ -143,7 +151,15 @@ impl Drop for Counter {
 }
 
 /// `Sum` on the worker.
-struct Summer(u64, u32);
+struct Summer(u64, u32, Option<Arc<Seen>>);
+
+impl Drop for Summer {
+    fn drop(&mut self) {
+        if let Some(seen) = &self.2 {
+            seen.handlers_dropped_early.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
 
 impl ClientStreamHandler<Ask, Item> for Summer {
     fn on_message(&mut self, _ctx: &mut Context<'_>, ask: Ask) -> Result<(), Status> {
@@ -156,6 +172,7 @@ impl ClientStreamHandler<Ask, Item> for Summer {
     }
 
     fn on_end(&mut self, ctx: &mut Context<'_>) -> Result<Item, Status> {
+        self.2 = None;
         ctx.trailers_mut()
             .insert("x-count", &self.1.to_string())
             .unwrap();
@@ -260,7 +277,20 @@ impl Service for Streams {
 
     fn client_streaming(&self, method: usize, ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
         match METHODS[method].name {
-            "Sum" => Ok(ClientStream::on_worker(Summer(0, 0)).into_raw()),
+            "Sum" => Ok(ClientStream::on_worker(Summer(0, 0, Some(self.seen.clone()))).into_raw()),
+            "Hoard" => {
+                // Takes the requests to a thread that never reads them.
+                let (stream, requests, responder) = ClientStream::<Ask, Item>::channel(ctx);
+                let seen = self.seen.clone();
+                std::thread::spawn(move || {
+                    while !requests.is_cancelled() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    seen.hoarders_cancelled.fetch_add(1, Ordering::SeqCst);
+                    drop(responder);
+                });
+                Ok(stream.into_raw())
+            }
             "SumThread" => {
                 let (stream, requests, mut responder) = ClientStream::<Ask, Item>::channel(ctx);
                 let seen = self.seen.clone();

@@ -1,0 +1,196 @@
+//! Streaming abuse against a running server: a client that streams without
+//! end into a handler that does not read, one that opens streams and never
+//! sends, one that leaves many half-open streams unread. Each is bounded,
+//! and a good client on the same worker is served meanwhile.
+
+mod common;
+
+use common::streams::{self, server_stream, Ask, Item};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::codegen::http::uri::PathAndQuery;
+
+/// A unary call on a connection of its own goes through.
+async fn good_client_is_served(server: &pajamax::ServerHandle) {
+    let channel = common::connect(server).await;
+    let reply = common::streams_unary(channel, 9).await.unwrap();
+    assert_eq!(reply.get_ref().value, 9);
+}
+
+async fn wait_for(what: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if what() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_client_stream_into_a_handler_that_does_not_read_is_held_back() {
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    // 1 KiB messages, as many as the client is let to send.
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let counter = pulled.clone();
+    let asks = tokio_stream::iter(std::iter::repeat_with(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Ask {
+            value: 1,
+            interval_ms: 0,
+            count: 0,
+            size: 0,
+            endless: false,
+            fail_code: 0,
+        }
+    }))
+    .map_blob(1024);
+    let mut client = tonic::client::Grpc::new(channel.clone());
+    client.ready().await.unwrap();
+    let call = tokio::spawn(async move {
+        let codec = tonic_prost::ProstCodec::<Blob, Item>::default();
+        client
+            .client_streaming(
+                tonic::Request::new(asks),
+                PathAndQuery::from_static("/test.Streams/Hoard"),
+                codec,
+            )
+            .await
+    });
+    // Let the client send all it may.
+    let mut last = 0;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        let now = pulled.load(Ordering::SeqCst);
+        if now == last && now > 0 {
+            break;
+        }
+        last = now;
+    }
+    let sent = pulled.load(Ordering::SeqCst);
+    // The stream window (1 MiB) plus the thread's queue (1 MiB), and what
+    // tonic itself keeps ready to send: no more than about 3 MiB of 1 KiB
+    // messages got out of the client's stream.
+    assert!(sent > 100 && sent < 3500, "the client sent {sent} messages");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(pulled.load(Ordering::SeqCst), sent, "held back for good");
+    let stats = server.stats();
+    assert!(
+        stats.peak_buffered_request_bytes <= (1 << 20) + (64 << 10),
+        "{stats:?}"
+    );
+    good_client_is_served(&server).await;
+    call.abort();
+    drop(channel);
+    wait_for(|| seen.hoarders_cancelled.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(seen.hoarders_cancelled.load(Ordering::SeqCst), 1);
+    common::stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_opened_and_never_sent_on_are_bounded_by_the_stream_limit() {
+    let (server, seen) = streams::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_concurrent_streams(100),
+    );
+    let channel = common::connect(&server).await;
+    let mut calls = Vec::new();
+    for _ in 0..300 {
+        let mut client = tonic::client::Grpc::new(channel.clone());
+        calls.push(tokio::spawn(async move {
+            client.ready().await.unwrap();
+            let codec = tonic_prost::ProstCodec::<Ask, Item>::default();
+            // A request stream that never yields.
+            let silent = tokio_stream::pending::<Ask>();
+            client
+                .client_streaming(
+                    tonic::Request::new(silent),
+                    PathAndQuery::from_static("/test.Streams/Sum"),
+                    codec,
+                )
+                .await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    good_client_is_served(&server).await;
+    let stats = server.stats();
+    assert!(stats.peak_open_streams <= 100, "{stats:?}");
+    assert!(
+        stats.peak_open_streams >= 90,
+        "the calls were opened: {stats:?}"
+    );
+    for call in &calls {
+        call.abort();
+    }
+    drop(channel);
+    // The calls the server held end as the client resets them.
+    wait_for(|| seen.handlers_dropped_early.load(Ordering::SeqCst) >= 100).await;
+    assert!(seen.handlers_dropped_early.load(Ordering::SeqCst) >= 100);
+    assert!(server.stats().peak_open_streams <= 100);
+    common::stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_unread_half_open_streams_hold_a_bounded_amount() {
+    let h2 = pajamax::h2::Config {
+        max_held_bytes: 1 << 20,
+        ..Default::default()
+    };
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1).h2_config(h2));
+    let channel = common::connect(&server).await;
+    let mut unread = Vec::new();
+    for _ in 0..300 {
+        let request = Ask {
+            endless: true,
+            size: 1000,
+            ..Ask::default()
+        };
+        match server_stream(channel.clone(), "Count", tonic::Request::new(request)).await {
+            // Kept, never read.
+            Ok(response) => unread.push(response.into_inner()),
+            Err(status) => assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}"),
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stats = server.stats();
+    // What the client's windows let out, the held limit, then at most one
+    // produce turn and a stream's send buffer.
+    assert!(
+        stats.peak_held_bytes <= (1 << 20) + (64 << 10) + (16 << 10),
+        "{stats:?}"
+    );
+    good_client_is_served(&server).await;
+    let opened = unread.len();
+    drop(unread);
+    drop(channel);
+    wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == opened).await;
+    assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), opened);
+    common::stop(server).await;
+}
+
+/// A request of `Hoard` carrying a blob, to make its size count.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Blob {
+    /// `Ask::value`.
+    #[prost(uint64, tag = "5")]
+    pub value: u64,
+    /// Filler, a field `Ask` does not know.
+    #[prost(bytes = "vec", tag = "7")]
+    pub blob: Vec<u8>,
+}
+
+trait MapBlob: Sized {
+    fn map_blob(self, size: usize) -> impl tokio_stream::Stream<Item = Blob> + Send + 'static;
+}
+
+impl<S: tokio_stream::Stream<Item = Ask> + Send + 'static> MapBlob for S {
+    fn map_blob(self, size: usize) -> impl tokio_stream::Stream<Item = Blob> + Send + 'static {
+        use tokio_stream::StreamExt;
+        self.map(move |ask| Blob {
+            value: ask.value,
+            blob: vec![7; size],
+        })
+    }
+}

@@ -402,6 +402,7 @@ fn serve(
             break;
         }
         reads += 1;
+        let room = conn.input.len() - conn.filled;
         let n = match conn.socket.read(&mut conn.input[conn.filled..]) {
             Ok(0) => return Outcome::Closed,
             Ok(n) => n,
@@ -413,6 +414,12 @@ fn serve(
         conn.last_active = now;
         if process(conn, config, now).is_err() {
             return Outcome::Closed;
+        }
+        if n < room {
+            // A short read emptied the socket. With edge-triggered
+            // readiness, bytes that arrive from now on raise a new event,
+            // so the read that would only say WouldBlock is saved.
+            break;
         }
         if reads == READS_PER_TURN {
             again.push(slot);

@@ -105,6 +105,8 @@ pub struct GrpcConnection {
     response_metadata: ResponseMetadata,
     /// Room for percent-encoded status messages.
     text: Vec<u8>,
+    /// The header blocks every answer repeats, as encoded.
+    memos: response::Memos,
     /// Where answers from other threads come back, and this connection's
     /// id there.
     inbox: Option<(Arc<Inbox>, u64)>,
@@ -147,6 +149,7 @@ impl GrpcConnection {
             reply: Vec::new(),
             response_metadata: ResponseMetadata::default(),
             text: Vec::new(),
+            memos: response::Memos::default(),
             inbox: None,
             timers: Timers::default(),
             ready: VecDeque::new(),
@@ -753,7 +756,12 @@ impl GrpcConnection {
         let out = &self.outgoing;
         if (out.headers_now || !out.messages.is_empty()) && !call.headers_sent {
             call.headers_sent = true;
-            response::send_headers(&mut self.h2, stream, &call.response.headers);
+            response::send_headers(
+                &mut self.h2,
+                &mut self.memos,
+                stream,
+                &call.response.headers,
+            );
         }
         if !out.messages.is_empty() {
             let sent = self.h2.send_data(stream, &out.messages, false);
@@ -773,7 +781,12 @@ impl GrpcConnection {
         }
         if !call.headers_sent {
             call.headers_sent = true;
-            response::send_headers(&mut self.h2, stream, &call.response.headers);
+            response::send_headers(
+                &mut self.h2,
+                &mut self.memos,
+                stream,
+                &call.response.headers,
+            );
         }
         if !out.messages.is_empty() {
             self.h2.send_data(stream, &out.messages, false);
@@ -836,7 +849,12 @@ impl GrpcConnection {
             if !self.scratch.is_empty() {
                 if !call.headers_sent {
                     call.headers_sent = true;
-                    response::send_headers(&mut self.h2, stream, &call.response.headers);
+                    response::send_headers(
+                        &mut self.h2,
+                        &mut self.memos,
+                        stream,
+                        &call.response.headers,
+                    );
                 }
                 let sent = self.h2.send_data(stream, &self.scratch, false);
                 debug_assert_eq!(sent, self.scratch.len(), "pulled within capacity");
@@ -870,13 +888,18 @@ impl GrpcConnection {
             Part::Headers(metadata) => {
                 if !call.headers_sent {
                     call.headers_sent = true;
-                    response::send_headers(&mut self.h2, stream, &metadata);
+                    response::send_headers(&mut self.h2, &mut self.memos, stream, &metadata);
                 }
             }
             Part::Message(bytes) => {
                 if !call.headers_sent {
                     call.headers_sent = true;
-                    response::send_headers(&mut self.h2, stream, &call.response.headers);
+                    response::send_headers(
+                        &mut self.h2,
+                        &mut self.memos,
+                        stream,
+                        &call.response.headers,
+                    );
                 }
                 if remote.backlog.is_empty() && self.h2.send_data(stream, &bytes, false) > 0 {
                     remote.unacked += bytes.len();
@@ -1060,9 +1083,16 @@ impl GrpcConnection {
     /// The unary answer in `self.reply`, with `self.response_metadata`.
     fn answer_message(&mut self, stream: u32) {
         let md = &self.response_metadata;
-        response::send_headers(&mut self.h2, stream, &md.headers);
+        response::send_headers(&mut self.h2, &mut self.memos, stream, &md.headers);
         self.h2.send_data(stream, &self.reply, false);
-        response::send_trailers(&mut self.h2, stream, None, &md.trailers, &mut self.text);
+        response::send_trailers(
+            &mut self.h2,
+            &mut self.memos,
+            stream,
+            None,
+            &md.trailers,
+            &mut self.text,
+        );
     }
 
     /// A trailers-only answer carrying `status`, with any metadata the
@@ -1091,6 +1121,7 @@ impl GrpcConnection {
         if call.headers_sent {
             response::send_trailers(
                 &mut self.h2,
+                &mut self.memos,
                 stream,
                 status.as_ref(),
                 &md.trailers,

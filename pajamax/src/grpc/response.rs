@@ -5,7 +5,7 @@
 use crate::grpc::metadata::Metadata;
 use crate::grpc::percent;
 use crate::grpc::status::{Code, Status};
-use crate::h2::connection::{Connection, Field};
+use crate::h2::connection::{BlockMemo, Connection, Field};
 use crate::h2::hpack::Indexing;
 
 /// `:status: 200` and `content-type: application/grpc`, kept in the HPACK
@@ -31,11 +31,25 @@ const STATUS_OK: Field<'static> = Field {
 
 const NOT_GRPC_BODY: &[u8] = b"pajamax serves gRPC: send POST with content-type application/grpc\n";
 
+/// The encoded blocks every answer repeats, kept per connection.
+#[derive(Debug, Default)]
+pub(crate) struct Memos {
+    /// `:status 200`, `content-type`.
+    pub headers: BlockMemo,
+    /// `grpc-status 0`.
+    pub ok_trailers: BlockMemo,
+}
+
 /// Sends the response headers with `metadata`.
 #[inline]
-pub(crate) fn send_headers(h2: &mut Connection, stream: u32, metadata: &Metadata) {
+pub(crate) fn send_headers(
+    h2: &mut Connection,
+    memos: &mut Memos,
+    stream: u32,
+    metadata: &Metadata,
+) {
     if metadata.is_empty() {
-        h2.send_headers(stream, &SUCCESS_HEADERS, false);
+        h2.send_headers_memo(stream, &mut memos.headers, &SUCCESS_HEADERS, false);
         return;
     }
     let mut fields = SUCCESS_HEADERS.to_vec();
@@ -48,13 +62,14 @@ pub(crate) fn send_headers(h2: &mut Connection, stream: u32, metadata: &Metadata
 #[inline]
 pub(crate) fn send_trailers(
     h2: &mut Connection,
+    memos: &mut Memos,
     stream: u32,
     status: Option<&Status>,
     metadata: &Metadata,
     text: &mut Vec<u8>,
 ) {
     if status.is_none() && metadata.is_empty() {
-        h2.send_trailers(stream, &[STATUS_OK]);
+        h2.send_trailers_memo(stream, &mut memos.ok_trailers, &[STATUS_OK]);
         return;
     }
     let mut fields = Vec::with_capacity(2 + metadata.len());

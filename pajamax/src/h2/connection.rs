@@ -37,8 +37,8 @@ use crate::h2::frame::settings::Settings;
 use crate::h2::frame::{self, flag, kind, FrameHeader, Reason, HEADER_LEN};
 use crate::h2::header_block::{self, BlockAssembler};
 use crate::h2::hpack::Decoder;
-pub use crate::h2::output::Field;
 use crate::h2::output::Output;
+pub use crate::h2::output::{BlockMemo, Field};
 use crate::h2::recv_flow::{self, RecvFlow};
 use crate::h2::send_flow::SendFlow;
 use crate::h2::settings::{self, PeerSettings};
@@ -690,6 +690,42 @@ impl Connection {
         if end_stream {
             self.close_send_side(stream);
         }
+    }
+
+    /// As [`Connection::send_headers`], with `memo` keeping the encoded
+    /// block: while the encoder's table stays the same, the same `fields`
+    /// cost a copy of the kept bytes. For the headers every answer repeats.
+    pub fn send_headers_memo(
+        &mut self,
+        stream: u32,
+        memo: &mut BlockMemo,
+        fields: &[Field<'_>],
+        end_stream: bool,
+    ) {
+        match self.streams.get_mut(stream) {
+            Some(state) if state.send == SendHalf::Idle => state.send = SendHalf::Open,
+            _ => return,
+        }
+        self.output
+            .header_block_memo(stream, memo, fields, end_stream);
+        if end_stream {
+            self.close_send_side(stream);
+        }
+    }
+
+    /// As [`Connection::send_trailers`], with `memo` keeping the encoded
+    /// block (see [`Connection::send_headers_memo`]).
+    pub fn send_trailers_memo(&mut self, stream: u32, memo: &mut BlockMemo, fields: &[Field<'_>]) {
+        match self.streams.get_mut(stream) {
+            Some(state) if state.send == SendHalf::Open => {
+                if SendFlow::hold_trailers(state, fields) {
+                    return;
+                }
+            }
+            _ => return,
+        }
+        self.output.header_block_memo(stream, memo, fields, true);
+        self.close_send_side(stream);
     }
 
     /// Sends body bytes on `stream` as far as the client's windows allow

@@ -1,42 +1,40 @@
-//! The connection state machine driven with byte vectors.
+//! The connection state machine driven with byte vectors, built and read
+//! by the test peer (`pajamax-test-peer`).
 
 use crate::h2::config::Config;
 use crate::h2::connection::{Connection, Event, Field};
-use crate::h2::frame::{self, flag, kind, setting, FrameHeader, Reason, PREFACE};
-use crate::h2::hpack::{Decoder, Encoder, Indexing};
+use crate::h2::frame::Reason;
+use pajamax_test_peer::{
+    flag, frame_bytes, kind, setting, split_frames, Client, ErrorCode, Frame, HeaderBlock,
+    Indexing, Priority, PREFACE,
+};
 
 /// A client's view: builds frames, feeds them, reads the server's frames.
 struct Peer {
     conn: Connection,
-    encoder: Encoder,
-    decoder: Decoder,
+    client: Client,
     events: Vec<Event>,
     input: Vec<u8>,
 }
-
-type Frame = (FrameHeader, Vec<u8>);
 
 impl Peer {
     fn new(config: Config) -> Peer {
         let mut peer = Peer {
             conn: Connection::new(config),
-            encoder: Encoder::new(),
-            decoder: Decoder::new(4096),
+            client: Client::new(),
             events: Vec::new(),
             input: Vec::new(),
         };
-        let mut hello = PREFACE.to_vec();
-        frame::write_settings(&mut hello, &[]);
-        peer.feed(&hello);
+        peer.feed(&Client::handshake(&[]));
         let out = peer.take_frames();
         assert_eq!(
-            out[0].0.kind,
+            out[0].kind,
             kind::SETTINGS,
             "the server speaks first with SETTINGS"
         );
         assert!(out
             .iter()
-            .any(|(h, _)| h.kind == kind::SETTINGS && h.has(flag::ACK)));
+            .any(|f| f.kind == kind::SETTINGS && f.has(flag::ACK)));
         peer
     }
 
@@ -77,88 +75,67 @@ impl Peer {
         all
     }
 
+    /// The frames the server wrote since the last call; their header
+    /// blocks are decoded on the way (see [`Peer::take_blocks`]).
     fn take_frames(&mut self) -> Vec<Frame> {
         let out = self.conn.output().to_vec();
         self.conn.advance_output(out.len());
-        parse_frames(&out)
+        let received = self
+            .client
+            .receive(&out)
+            .unwrap_or_else(|err| panic!("the server's output: {err}"));
+        assert!(
+            self.client.reader().unparsed().is_empty(),
+            "output ends on a frame boundary"
+        );
+        received.into_iter().map(|r| r.frame).collect()
+    }
+
+    /// The header blocks of the frames taken since the last call, decoded.
+    fn take_blocks(&mut self) -> Vec<HeaderBlock> {
+        self.client.take_heard().blocks
     }
 
     fn block(&mut self, fields: &[(&str, &str)]) -> Vec<u8> {
-        let mut block = Vec::new();
-        self.encoder.begin_block(&mut block);
-        for (name, value) in fields {
-            self.encoder.encode(
-                name.as_bytes(),
-                value.as_bytes(),
-                Indexing::Incremental,
-                &mut block,
-            );
-        }
-        block
+        self.client.block(fields, Indexing::Incremental)
     }
 
     fn request_block(&mut self, path: &str) -> Vec<u8> {
-        self.block(&[
-            (":method", "POST"),
-            (":scheme", "http"),
-            (":path", path),
-            (":authority", "localhost"),
-            ("content-type", "application/grpc"),
-            ("te", "trailers"),
-        ])
+        self.client.request_block(path, &[])
     }
 
     fn headers_frame(&mut self, stream: u32, end_stream: bool) -> Vec<u8> {
-        let block = self.request_block("/a.B/C");
-        let flags = flag::END_HEADERS | if end_stream { flag::END_STREAM } else { 0 };
-        frame_bytes(kind::HEADERS, flags, stream, &block)
-    }
-
-    /// The decoded header list of a HEADERS frame the server sent.
-    fn decode(&mut self, payload: &[u8]) -> Vec<(String, String)> {
-        let mut fields = Vec::new();
-        self.decoder
-            .decode(payload, |n, v| {
-                fields.push((
-                    String::from_utf8_lossy(n).into(),
-                    String::from_utf8_lossy(v).into(),
-                ))
-            })
-            .unwrap();
-        fields
+        self.client
+            .request_headers(stream, "/a.B/C", &[], end_stream)
+            .to_bytes()
     }
 }
 
-fn frame_bytes(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    frame::write_header(&mut out, payload.len(), kind, flags, stream);
-    out.extend_from_slice(payload);
-    out
-}
-
-fn parse_frames(mut bytes: &[u8]) -> Vec<Frame> {
-    let mut frames = Vec::new();
-    while let Some(head) = FrameHeader::parse(bytes) {
-        let end = frame::HEADER_LEN + head.len as usize;
-        frames.push((head, bytes[frame::HEADER_LEN..end].to_vec()));
-        bytes = &bytes[end..];
-    }
-    assert!(bytes.is_empty(), "output ends on a frame boundary");
+/// The frames of a whole output.
+fn parse_frames(bytes: &[u8]) -> Vec<Frame> {
+    let (frames, rest) = split_frames(bytes);
+    assert!(rest.is_empty(), "output ends on a frame boundary");
     frames
+}
+
+fn reason(code: ErrorCode) -> Reason {
+    Reason(code.0)
 }
 
 fn goaway_reason(frames: &[Frame]) -> Option<Reason> {
     frames
         .iter()
-        .find(|(h, _)| h.kind == kind::GOAWAY)
-        .map(|(_, p)| Reason(u32::from_be_bytes([p[4], p[5], p[6], p[7]])))
+        .find(|f| f.kind == kind::GOAWAY)
+        .and_then(Frame::error_code)
+        .map(reason)
 }
 
 fn rst_reason(frames: &[Frame], stream: u32) -> Option<Reason> {
     frames
         .iter()
-        .find(|(h, _)| h.kind == kind::RST_STREAM && h.stream == stream)
-        .map(|(_, p)| Reason(u32::from_be_bytes([p[0], p[1], p[2], p[3]])))
+        .find(|f| f.kind == kind::RST_STREAM && f.stream == stream)
+        .and_then(Frame::error_code)
+        .map(reason)
 }
 
 /// Feeds `bytes` and expects a connection error with `reason`.
@@ -171,36 +148,57 @@ fn expect_goaway(peer: &mut Peer, bytes: &[u8], reason: Reason) {
 }
 
 fn settings_frame(params: &[(u16, u32)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    frame::write_settings(&mut out, params);
-    out
+    Frame::settings(params).to_bytes()
 }
 
 fn window_update(stream: u32, increment: u32) -> Vec<u8> {
-    let mut out = Vec::new();
-    frame::write_window_update(&mut out, stream, increment);
-    out
+    Frame::window_update(stream, increment).to_bytes()
+}
+
+/// HEADERS with a block that CONTINUATION frames go on with.
+fn open_block(stream: u32, fragment: &[u8], end_stream: bool) -> Vec<u8> {
+    Frame::headers(stream, fragment, end_stream)
+        .without_flags(flag::END_HEADERS)
+        .to_bytes()
+}
+
+/// PRIORITY on `stream`: depends on `dependency`, with the weight field
+/// `weight`.
+fn priority(stream: u32, dependency: u32, weight: u8) -> Vec<u8> {
+    let fields = Priority {
+        dependency,
+        exclusive: false,
+        weight,
+    };
+    Frame::priority(stream, fields).to_bytes()
+}
+
+fn cancel(stream: u32) -> Vec<u8> {
+    Frame::rst_stream(stream, ErrorCode::CANCEL).to_bytes()
+}
+
+fn ping(data: [u8; 8]) -> Vec<u8> {
+    Frame::ping(data).to_bytes()
+}
+
+fn data(stream: u32, payload: &[u8], end_stream: bool) -> Vec<u8> {
+    Frame::data(stream, payload, end_stream).to_bytes()
 }
 
 #[test]
 fn settings_advertise_the_configured_limits() {
     let conn = Connection::new(Config::default());
     let frames = parse_frames(conn.output());
-    let (head, payload) = &frames[0];
-    assert_eq!((head.kind, head.stream, head.flags), (kind::SETTINGS, 0, 0));
-    let params: Vec<(u16, u32)> = payload
-        .chunks(6)
-        .map(|c| {
-            (
-                u16::from_be_bytes([c[0], c[1]]),
-                u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
-            )
-        })
-        .collect();
+    let first = &frames[0];
+    assert_eq!(
+        (first.kind, first.stream, first.flags),
+        (kind::SETTINGS, 0, 0)
+    );
+    let params = first.settings_params().expect("whole parameters");
     assert!(params.contains(&(setting::MAX_CONCURRENT_STREAMS, 4096)));
     assert!(params.contains(&(setting::INITIAL_WINDOW_SIZE, 1 << 20)));
     // The connection window is opened beyond the default 65535.
-    assert_eq!(frames[1].0.kind, kind::WINDOW_UPDATE);
+    assert_eq!(frames[1].kind, kind::WINDOW_UPDATE);
 }
 
 #[test]
@@ -218,8 +216,7 @@ fn preface_may_arrive_in_pieces() {
     let mut events = Vec::new();
     assert_eq!(conn.recv(&PREFACE[..10], &mut events), 0);
     assert!(conn.error().is_none());
-    let mut rest = PREFACE.to_vec();
-    frame::write_settings(&mut rest, &[]);
+    let rest = Client::handshake(&[]);
     assert_eq!(conn.recv(&rest, &mut events), rest.len());
     assert!(conn.error().is_none());
 }
@@ -228,7 +225,7 @@ fn preface_may_arrive_in_pieces() {
 fn first_frame_must_be_settings() {
     let mut conn = Connection::new(Config::default());
     let mut bytes = PREFACE.to_vec();
-    bytes.extend(frame_bytes(kind::PING, 0, 0, &[0; 8]));
+    bytes.extend(ping([0; 8]));
     conn.recv(&bytes, &mut Vec::new());
     assert_eq!(conn.error().map(|e| e.reason), Some(Reason::PROTOCOL_ERROR));
 }
@@ -248,13 +245,13 @@ fn partial_frames_wait_for_the_rest() {
 #[test]
 fn ping_is_answered_and_acks_are_not() {
     let mut peer = Peer::default();
-    peer.feed(&frame_bytes(kind::PING, 0, 0, b"12345678"));
+    peer.feed(&ping(*b"12345678"));
     let frames = peer.take_frames();
     assert_eq!(frames.len(), 1);
-    assert_eq!(frames[0].0.kind, kind::PING);
-    assert!(frames[0].0.has(flag::ACK));
-    assert_eq!(frames[0].1, b"12345678");
-    peer.feed(&frame_bytes(kind::PING, flag::ACK, 0, b"12345678"));
+    assert_eq!(frames[0].kind, kind::PING);
+    assert!(frames[0].has(flag::ACK));
+    assert_eq!(frames[0].payload, b"12345678");
+    peer.feed(&Frame::ping_ack(*b"12345678").to_bytes());
     assert!(peer.take_frames().is_empty());
 }
 
@@ -318,7 +315,7 @@ fn settings_are_acknowledged_and_unknown_ones_ignored() {
     ]));
     let frames = peer.take_frames();
     assert_eq!(frames.len(), 1);
-    assert!(frames[0].0.kind == kind::SETTINGS && frames[0].0.has(flag::ACK));
+    assert!(frames[0].kind == kind::SETTINGS && frames[0].has(flag::ACK));
     assert!(peer.conn.error().is_none());
 }
 
@@ -346,16 +343,14 @@ fn request_headers_become_an_event_with_their_fields() {
 fn headers_with_padding_and_priority() {
     let mut peer = Peer::default();
     let block = peer.request_block("/p.Q/R");
-    let mut payload = vec![3];
-    payload.extend([0, 0, 0, 0, 16]);
-    payload.extend(&block);
-    payload.extend([0, 0, 0]);
-    let events = peer.feed(&frame_bytes(
-        kind::HEADERS,
-        flag::END_HEADERS | flag::END_STREAM | flag::PADDED | flag::PRIORITY,
-        3,
-        &payload,
-    ));
+    let frame = Frame::headers(3, &block, true)
+        .with_priority(Priority {
+            dependency: 0,
+            exclusive: false,
+            weight: 16,
+        })
+        .padded(3);
+    let events = peer.feed(&frame.to_bytes());
     assert!(matches!(
         events[0],
         Event::Request {
@@ -372,9 +367,9 @@ fn header_block_spread_over_continuation_frames() {
     let block = peer.request_block("/x.Y/Z");
     let (a, rest) = block.split_at(3);
     let (b, c) = rest.split_at(2);
-    let mut bytes = frame_bytes(kind::HEADERS, flag::END_STREAM, 1, a);
-    bytes.extend(frame_bytes(kind::CONTINUATION, 0, 1, b));
-    bytes.extend(frame_bytes(kind::CONTINUATION, flag::END_HEADERS, 1, c));
+    let mut bytes = open_block(1, a, true);
+    bytes.extend(Frame::continuation(1, b, false).to_bytes());
+    bytes.extend(Frame::continuation(1, c, true).to_bytes());
     let events = peer.feed(&bytes);
     let Event::Request { fields, .. } = events[0].clone() else {
         panic!()
@@ -390,35 +385,30 @@ fn header_block_spread_over_continuation_frames() {
 fn continuation_rules() {
     let mut peer = Peer::default();
     let block = peer.request_block("/x.Y/Z");
-    let mut bytes = frame_bytes(kind::HEADERS, 0, 1, &block[..2]);
-    bytes.extend(frame_bytes(kind::PING, 0, 0, &[0; 8]));
+    let mut bytes = open_block(1, &block[..2], false);
+    bytes.extend(ping([0; 8]));
     expect_goaway(&mut peer, &bytes, Reason::PROTOCOL_ERROR);
 
     let mut peer = Peer::default();
     expect_goaway(
         &mut peer,
-        &frame_bytes(kind::CONTINUATION, flag::END_HEADERS, 1, &[0x82]),
+        &Frame::continuation(1, &[0x82], true).to_bytes(),
         Reason::PROTOCOL_ERROR,
     );
 
     let mut peer = Peer::default();
     let block = peer.request_block("/x.Y/Z");
-    let mut bytes = frame_bytes(kind::HEADERS, 0, 1, &block[..2]);
-    bytes.extend(frame_bytes(
-        kind::CONTINUATION,
-        flag::END_HEADERS,
-        3,
-        &block[2..],
-    ));
+    let mut bytes = open_block(1, &block[..2], false);
+    bytes.extend(Frame::continuation(3, &block[2..], true).to_bytes());
     expect_goaway(&mut peer, &bytes, Reason::PROTOCOL_ERROR);
 }
 
 #[test]
 fn continuation_flood_is_bounded() {
     let mut peer = Peer::default();
-    let mut bytes = frame_bytes(kind::HEADERS, 0, 1, &[0x82]);
+    let mut bytes = open_block(1, &[0x82], false);
     for _ in 0..100 {
-        bytes.extend(frame_bytes(kind::CONTINUATION, 0, 1, &[0; 1000]));
+        bytes.extend(Frame::continuation(1, &[0; 1000], false).to_bytes());
     }
     expect_goaway(&mut peer, &bytes, Reason::ENHANCE_YOUR_CALM);
 }
@@ -427,13 +417,8 @@ fn continuation_flood_is_bounded() {
 fn data_events_index_the_input_without_padding() {
     let mut peer = Peer::default();
     let mut bytes = peer.headers_frame(1, false);
-    bytes.extend(frame_bytes(kind::DATA, 0, 1, b"hello"));
-    bytes.extend(frame_bytes(
-        kind::DATA,
-        flag::PADDED | flag::END_STREAM,
-        1,
-        b"\x02ab\0\0",
-    ));
+    bytes.extend(data(1, b"hello", false));
+    bytes.extend(Frame::data(1, b"ab", true).padded(2).to_bytes());
     let events = peer.feed(&bytes);
     let data: Vec<_> = events
         .iter()
@@ -462,23 +447,11 @@ fn stream_identifier_rules() {
     expect_goaway(&mut peer, &bytes, Reason::PROTOCOL_ERROR);
 
     let mut peer = Peer::default();
-    expect_goaway(
-        &mut peer,
-        &frame_bytes(kind::DATA, 0, 1, b"x"),
-        Reason::PROTOCOL_ERROR,
-    );
+    expect_goaway(&mut peer, &data(1, b"x", false), Reason::PROTOCOL_ERROR);
     let mut peer = Peer::default();
-    expect_goaway(
-        &mut peer,
-        &frame_bytes(kind::DATA, 0, 0, b"x"),
-        Reason::PROTOCOL_ERROR,
-    );
+    expect_goaway(&mut peer, &data(0, b"x", false), Reason::PROTOCOL_ERROR);
     let mut peer = Peer::default();
-    expect_goaway(
-        &mut peer,
-        &frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]),
-        Reason::PROTOCOL_ERROR,
-    );
+    expect_goaway(&mut peer, &cancel(1), Reason::PROTOCOL_ERROR);
     let mut peer = Peer::default();
     expect_goaway(&mut peer, &window_update(1, 1), Reason::PROTOCOL_ERROR);
     let mut peer = Peer::default();
@@ -495,7 +468,7 @@ fn data_after_end_stream_is_stream_closed() {
     let bytes = peer.headers_frame(1, true);
     peer.feed(&bytes);
     peer.take_frames();
-    peer.feed(&frame_bytes(kind::DATA, 0, 1, b"late"));
+    peer.feed(&data(1, b"late", false));
     let frames = peer.take_frames();
     assert_eq!(rst_reason(&frames, 1), Some(Reason::STREAM_CLOSED));
     assert!(peer.conn.error().is_none());
@@ -528,7 +501,7 @@ fn concurrent_stream_limit_refuses_the_extra_stream() {
     let frames = peer.take_frames();
     assert_eq!(rst_reason(&frames, 5), Some(Reason::REFUSED_STREAM));
     // DATA already on its way for the refused stream is ignored.
-    peer.feed(&frame_bytes(kind::DATA, flag::END_STREAM, 5, b"x"));
+    peer.feed(&data(5, b"x", true));
     assert!(peer.take_frames().is_empty());
     assert!(peer.conn.error().is_none());
 }
@@ -536,13 +509,13 @@ fn concurrent_stream_limit_refuses_the_extra_stream() {
 #[test]
 fn self_dependency_is_a_stream_error() {
     let mut peer = Peer::default();
-    peer.feed(&frame_bytes(kind::PRIORITY, 0, 1, &[0, 0, 0, 1, 16]));
+    peer.feed(&priority(1, 1, 16));
     assert_eq!(
         rst_reason(&peer.take_frames(), 1),
         Some(Reason::PROTOCOL_ERROR)
     );
     let mut peer = Peer::default();
-    peer.feed(&frame_bytes(kind::PRIORITY, 0, 1, &[0, 0, 0, 3, 16]));
+    peer.feed(&priority(1, 3, 16));
     assert!(
         peer.take_frames().is_empty(),
         "PRIORITY is accepted and ignored"
@@ -576,7 +549,7 @@ fn invalid_hpack_is_a_compression_error() {
     // Indexed field 0 does not exist.
     expect_goaway(
         &mut peer,
-        &frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &[0x80]),
+        &Frame::headers(1, &[0x80], false).to_bytes(),
         Reason::COMPRESSION_ERROR,
     );
 }
@@ -585,7 +558,7 @@ fn invalid_hpack_is_a_compression_error() {
 fn malformed_request_is_reset_and_the_connection_goes_on() {
     let mut peer = Peer::default();
     let block = peer.block(&[(":method", "POST"), (":path", "/a")]);
-    peer.feed(&frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &block));
+    peer.feed(&Frame::headers(1, &block, false).to_bytes());
     assert_eq!(
         rst_reason(&peer.take_frames(), 1),
         Some(Reason::PROTOCOL_ERROR)
@@ -603,8 +576,8 @@ fn content_length_must_match_the_data() {
         (":path", "/"),
         ("content-length", "3"),
     ]);
-    let mut bytes = frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &block);
-    bytes.extend(frame_bytes(kind::DATA, flag::END_STREAM, 1, b"ab"));
+    let mut bytes = Frame::headers(1, &block, false).to_bytes();
+    bytes.extend(data(1, b"ab", true));
     peer.feed(&bytes);
     assert_eq!(
         rst_reason(&peer.take_frames(), 1),
@@ -625,12 +598,7 @@ fn oversized_header_list_is_flagged() {
         (":path", "/a"),
         ("x-big", &long),
     ]);
-    let events = peer.feed(&frame_bytes(
-        kind::HEADERS,
-        flag::END_HEADERS | flag::END_STREAM,
-        1,
-        &block,
-    ));
+    let events = peer.feed(&Frame::headers(1, &block, true).to_bytes());
     let Event::Request {
         fields, too_large, ..
     } = events[0].clone()
@@ -646,12 +614,7 @@ fn trailers_from_the_client_end_the_stream() {
     let mut peer = Peer::default();
     let mut bytes = peer.headers_frame(1, false);
     let trailers = peer.block(&[("x-check", "1")]);
-    bytes.extend(frame_bytes(
-        kind::HEADERS,
-        flag::END_HEADERS | flag::END_STREAM,
-        1,
-        &trailers,
-    ));
+    bytes.extend(Frame::headers(1, &trailers, true).to_bytes());
     let events = peer.feed(&bytes);
     assert_eq!(
         events[1],
@@ -664,7 +627,7 @@ fn trailers_from_the_client_end_the_stream() {
     // A second HEADERS without END_STREAM is malformed.
     let mut peer = Peer::default();
     let mut bytes = peer.headers_frame(1, false);
-    bytes.extend(frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &trailers));
+    bytes.extend(Frame::headers(1, &trailers, false).to_bytes());
     peer.feed(&bytes);
     assert_eq!(
         rst_reason(&peer.take_frames(), 1),
@@ -677,7 +640,7 @@ fn peer_reset_drops_the_stream() {
     let mut peer = Peer::default();
     let bytes = peer.headers_frame(1, false);
     peer.feed(&bytes);
-    let events = peer.feed(&frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]));
+    let events = peer.feed(&cancel(1));
     assert_eq!(events, vec![Event::Reset { stream: 1 }]);
     peer.conn
         .send_headers(1, &[Field::indexed(b":status", b"200")], false);
@@ -700,16 +663,16 @@ fn frames_after_the_peers_reset_are_stream_closed() {
     let mut peer = Peer::default();
     let bytes = peer.headers_frame(1, false);
     peer.feed(&bytes);
-    peer.feed(&frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]));
+    peer.feed(&cancel(1));
     peer.take_frames();
-    peer.feed(&frame_bytes(kind::DATA, flag::END_STREAM, 1, b"test"));
+    peer.feed(&data(1, b"test", true));
     assert_eq!(
         rst_reason(&peer.take_frames(), 1),
         Some(Reason::STREAM_CLOSED)
     );
     assert!(peer.conn.error().is_none());
     // PRIORITY stays allowed.
-    peer.feed(&frame_bytes(kind::PRIORITY, 0, 1, &[0, 0, 0, 0, 16]));
+    peer.feed(&priority(1, 0, 16));
     assert!(peer.take_frames().is_empty());
 }
 
@@ -732,7 +695,7 @@ fn response_is_headers_data_trailers_with_small_steady_state_headers() {
         peer.conn
             .send_trailers(id, &[Field::indexed(b"grpc-status", b"0")]);
         let frames = peer.take_frames();
-        let kinds: Vec<_> = frames.iter().map(|(h, _)| (h.kind, h.flags)).collect();
+        let kinds: Vec<_> = frames.iter().map(|f| (f.kind, f.flags)).collect();
         assert_eq!(
             kinds,
             vec![
@@ -741,11 +704,12 @@ fn response_is_headers_data_trailers_with_small_steady_state_headers() {
                 (kind::HEADERS, flag::END_HEADERS | flag::END_STREAM)
             ]
         );
-        let headers = peer.decode(&frames[0].1);
+        let blocks = peer.take_blocks();
+        let headers = blocks[0].strings();
         assert_eq!(headers[0], (":status".into(), "200".into()));
-        let trailers = peer.decode(&frames[2].1);
+        let trailers = blocks[1].strings();
         assert_eq!(trailers, vec![("grpc-status".into(), "0".into())]);
-        sizes.push((frames[0].1.len(), frames[2].1.len()));
+        sizes.push((frames[0].payload.len(), frames[2].payload.len()));
         assert!(!peer.conn.is_stream_open(id));
     }
     assert!(
@@ -769,15 +733,12 @@ fn send_respects_windows_and_resumes_on_window_update() {
     let frames = peer.take_frames();
     let data: usize = frames
         .iter()
-        .filter(|(h, _)| h.kind == kind::DATA)
-        .map(|(h, _)| h.len as usize)
+        .filter(|f| f.kind == kind::DATA)
+        .map(|f| f.payload.len())
         .sum();
     assert_eq!(data, 10, "only the stream window is sent");
     assert_eq!(
-        frames
-            .iter()
-            .filter(|(h, _)| h.kind == kind::HEADERS)
-            .count(),
+        frames.iter().filter(|f| f.kind == kind::HEADERS).count(),
         1,
         "trailers wait"
     );
@@ -785,20 +746,17 @@ fn send_respects_windows_and_resumes_on_window_update() {
     peer.feed(&window_update(1, 10));
     let frames = peer.take_frames();
     assert_eq!(frames.len(), 1);
-    assert_eq!(frames[0].0.len, 10);
+    assert_eq!(frames[0].payload.len(), 10);
 
     // A larger initial window opens the stream's window by the difference.
     peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 100)]));
     let frames = peer.take_frames();
-    let data: Vec<_> = frames
-        .iter()
-        .filter(|(h, _)| h.kind == kind::DATA)
-        .collect();
+    let data: Vec<_> = frames.iter().filter(|f| f.kind == kind::DATA).collect();
     assert_eq!(data.len(), 1);
-    assert_eq!(data[0].0.len, 5);
+    assert_eq!(data[0].payload.len(), 5);
     let last = frames.last().unwrap();
-    assert_eq!(last.0.kind, kind::HEADERS);
-    assert!(last.0.has(flag::END_STREAM));
+    assert_eq!(last.kind, kind::HEADERS);
+    assert!(last.has(flag::END_STREAM));
     assert!(!peer.conn.is_stream_open(1));
 }
 
@@ -817,23 +775,17 @@ fn connection_window_is_shared_and_data_split_by_frame_size() {
     peer.conn.send_data(1, &vec![1; 40_000], true);
     peer.conn.send_data(3, &vec![3; 40_000], true);
     let frames = peer.take_frames();
-    assert!(frames.iter().all(|(h, _)| h.len <= 16_384));
-    let sent: usize = frames.iter().map(|(h, _)| h.len as usize).sum();
+    assert!(frames.iter().all(|f| f.payload.len() <= 16_384));
+    let sent: usize = frames.iter().map(|f| f.payload.len()).sum();
     assert_eq!(sent, 65_535, "the default connection window");
-    assert_eq!(
-        frames
-            .iter()
-            .filter(|(h, _)| h.has(flag::END_STREAM))
-            .count(),
-        1
-    );
+    assert_eq!(frames.iter().filter(|f| f.has(flag::END_STREAM)).count(), 1);
     peer.feed(&window_update(0, 1 << 20));
     let frames = peer.take_frames();
     // The rest of stream 3 fits in its own 65535 window now.
-    let sent: usize = frames.iter().map(|(h, _)| h.len as usize).sum();
+    let sent: usize = frames.iter().map(|f| f.payload.len()).sum();
     assert_eq!(sent, 80_000 - 65_535);
     let last = frames.last().unwrap();
-    assert!(last.0.stream == 3 && last.0.has(flag::END_STREAM));
+    assert!(last.stream == 3 && last.has(flag::END_STREAM));
 }
 
 #[test]
@@ -872,17 +824,17 @@ fn receive_window_is_replenished_in_batches() {
     for i in 0..400u32 {
         let id = 1 + 2 * i;
         bytes.extend(peer.headers_frame(id, false));
-        bytes.extend(frame_bytes(kind::DATA, flag::END_STREAM, id, &[0; 16_000]));
+        bytes.extend(data(id, &[0; 16_000], true));
     }
     peer.feed(&bytes);
     let updates: Vec<_> = peer
         .take_frames()
         .into_iter()
-        .filter(|(h, _)| h.kind == kind::WINDOW_UPDATE)
+        .filter(|f| f.kind == kind::WINDOW_UPDATE)
         .collect();
     // 6.4 MB received: one connection-level update, no per-stream updates.
     assert_eq!(updates.len(), 1);
-    assert_eq!(updates[0].0.stream, 0);
+    assert_eq!(updates[0].stream, 0);
 }
 
 #[test]
@@ -894,7 +846,7 @@ fn data_beyond_the_connection_window_is_a_flow_control_error() {
     });
     let mut bytes = peer.headers_frame(1, false);
     for _ in 0..5 {
-        bytes.extend(frame_bytes(kind::DATA, 0, 1, &[0; 16_000]));
+        bytes.extend(data(1, &[0; 16_000], false));
     }
     expect_goaway(&mut peer, &bytes, Reason::FLOW_CONTROL_ERROR);
 }
@@ -906,16 +858,17 @@ fn graceful_go_away_takes_two_steps() {
     peer.feed(&bytes);
     peer.conn.go_away();
     let frames = peer.take_frames();
-    assert_eq!(frames[0].0.kind, kind::GOAWAY);
-    assert_eq!(&frames[0].1[..4], &[0x7f, 0xff, 0xff, 0xff]);
-    assert_eq!(frames[1].0.kind, kind::PING);
+    assert_eq!(frames[0].kind, kind::GOAWAY);
+    assert_eq!(&frames[0].payload[..4], &[0x7f, 0xff, 0xff, 0xff]);
+    assert_eq!(frames[1].kind, kind::PING);
     // A request sent before the client saw the GOAWAY is still accepted.
     let bytes = peer.headers_frame(3, false);
     assert_eq!(peer.feed(&bytes).len(), 1);
-    peer.feed(&frame_bytes(kind::PING, flag::ACK, 0, &frames[1].1));
+    let sent = frames[1].ping_data().expect("a PING");
+    peer.feed(&Frame::ping_ack(sent).to_bytes());
     let frames = peer.take_frames();
-    assert_eq!(frames[0].0.kind, kind::GOAWAY);
-    assert_eq!(&frames[0].1[..8], &[0, 0, 0, 3, 0, 0, 0, 0]);
+    assert_eq!(frames[0].kind, kind::GOAWAY);
+    assert_eq!(&frames[0].payload[..8], &[0, 0, 0, 3, 0, 0, 0, 0]);
     // Later streams are refused; open ones finish, then the connection is done.
     let bytes = peer.headers_frame(5, true);
     peer.feed(&bytes);
@@ -925,7 +878,7 @@ fn graceful_go_away_takes_two_steps() {
     );
     for id in [1, 3] {
         assert!(!peer.conn.is_closed());
-        peer.feed(&frame_bytes(kind::DATA, flag::END_STREAM, id, b""));
+        peer.feed(&data(id, b"", true));
         peer.conn
             .send_headers(id, &[Field::indexed(b":status", b"200")], true);
     }
@@ -938,7 +891,7 @@ fn goaway_from_the_client_closes_once_streams_are_done() {
     let mut peer = Peer::default();
     let bytes = peer.headers_frame(1, true);
     peer.feed(&bytes);
-    peer.feed(&frame_bytes(kind::GOAWAY, 0, 0, &[0, 0, 0, 0, 0, 0, 0, 0]));
+    peer.feed(&Frame::goaway(0, ErrorCode::NO_ERROR, b"").to_bytes());
     assert!(!peer.conn.is_closed());
     peer.conn
         .send_headers(1, &[Field::indexed(b":status", b"200")], true);
@@ -955,7 +908,7 @@ fn early_answer_resets_a_stream_the_client_is_still_sending_on() {
     let frames = peer.take_frames();
     assert_eq!(rst_reason(&frames, 1), Some(Reason::NO_ERROR));
     // Its DATA still in flight is ignored.
-    peer.feed(&frame_bytes(kind::DATA, flag::END_STREAM, 1, b"rest"));
+    peer.feed(&data(1, b"rest", true));
     assert!(peer.take_frames().is_empty());
 }
 
@@ -975,15 +928,13 @@ fn large_header_block_is_split_into_continuation() {
         true,
     );
     let frames = peer.take_frames();
-    assert_eq!(frames[0].0.kind, kind::HEADERS);
-    assert!(!frames[0].0.has(flag::END_HEADERS));
-    assert!(frames[1..]
-        .iter()
-        .all(|(h, _)| h.kind == kind::CONTINUATION));
-    assert!(frames.last().unwrap().0.has(flag::END_HEADERS));
-    let block: Vec<u8> = frames.iter().flat_map(|(_, p)| p.clone()).collect();
-    let fields = peer.decode(&block);
-    assert_eq!(fields[1].1.len(), 40_000);
+    assert_eq!(frames[0].kind, kind::HEADERS);
+    assert!(!frames[0].has(flag::END_HEADERS));
+    assert!(frames[1..].iter().all(|f| f.kind == kind::CONTINUATION));
+    assert!(frames.last().unwrap().has(flag::END_HEADERS));
+    let blocks = peer.take_blocks();
+    assert_eq!(blocks.len(), 1, "one block in {} frames", frames.len());
+    assert_eq!(blocks[0].get("x-big").map(<[u8]>::len), Some(40_000));
 }
 
 #[test]
@@ -1019,7 +970,7 @@ fn zero_window_peer_is_bounded_by_refusing_new_streams() {
     assert_eq!(refused, 16, "streams past the held limit are refused");
     // A reset releases what its stream held.
     let before = peer.conn.held_bytes();
-    peer.feed(&frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]));
+    peer.feed(&cancel(1));
     assert_eq!(peer.conn.held_bytes(), before - 30_000);
 }
 
@@ -1033,11 +984,11 @@ fn small_flood_budget() -> Peer {
 #[test]
 fn ping_settings_and_empty_frame_floods_end_in_enhance_your_calm() {
     let floods = [
-        frame_bytes(kind::PING, 0, 0, &[1; 8]),
+        ping([1; 8]),
         settings_frame(&[]),
         frame_bytes(0x77, 0, 0, b"unknown"),
-        frame_bytes(kind::PRIORITY, 0, 9, &[0, 0, 0, 0, 1]),
-        frame_bytes(kind::DATA, 0, 1, b""),
+        priority(9, 0, 1),
+        data(1, b"", false),
     ];
     for flood in floods {
         let mut peer = small_flood_budget();
@@ -1054,7 +1005,7 @@ fn rapid_reset_ends_in_enhance_your_calm() {
     for i in 0..=100u32 {
         let id = 1 + 2 * i;
         bytes.extend(peer.headers_frame(id, false));
-        bytes.extend(frame_bytes(kind::RST_STREAM, 0, id, &[0, 0, 0, 8]));
+        bytes.extend(cancel(id));
     }
     expect_goaway(&mut peer, &bytes, Reason::ENHANCE_YOUR_CALM);
 }
@@ -1066,7 +1017,7 @@ fn answered_calls_renew_the_flood_budget() {
         let id = 1 + 2 * i;
         let mut bytes = peer.headers_frame(id, true);
         for _ in 0..90 {
-            bytes.extend(frame_bytes(kind::PING, 0, 0, &[2; 8]));
+            bytes.extend(ping([2; 8]));
         }
         peer.feed(&bytes);
         peer.conn
@@ -1099,7 +1050,7 @@ fn one_recv_produces_a_bounded_number_of_events() {
 #[test]
 fn a_stream_reset_by_a_bad_priority_frame_cannot_be_opened() {
     let mut peer = Peer::default();
-    peer.feed(&frame_bytes(kind::PRIORITY, 0, 1, &[0, 0, 0, 1, 16]));
+    peer.feed(&priority(1, 1, 16));
     assert_eq!(
         rst_reason(&peer.take_frames(), 1),
         Some(Reason::PROTOCOL_ERROR)
@@ -1126,7 +1077,7 @@ fn streams_reset_while_waiting_for_a_shut_window_do_not_pile_up() {
         peer.conn
             .send_headers(held, &[Field::indexed(b":status", b"200")], false);
         peer.conn.send_data(held, b"waits", true);
-        peer.feed(&frame_bytes(kind::RST_STREAM, 0, held, &[0, 0, 0, 8]));
+        peer.feed(&cancel(held));
         // ...and a trailers-only answer, which renews the flood budget.
         let answered = held + 2;
         let bytes = peer.headers_frame(answered, true);
@@ -1153,8 +1104,8 @@ fn open_response(peer: &mut Peer, id: u32, end_stream: bool) {
 fn window_updates(frames: &[Frame], stream: u32) -> Vec<u32> {
     frames
         .iter()
-        .filter(|(h, _)| h.kind == kind::WINDOW_UPDATE && h.stream == stream)
-        .map(|(_, p)| u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
+        .filter(|f| f.kind == kind::WINDOW_UPDATE && f.stream == stream)
+        .filter_map(Frame::increment)
         .collect()
 }
 
@@ -1165,14 +1116,14 @@ fn stream_window_opens_only_for_released_bytes() {
         ..Config::default()
     });
     let mut bytes = peer.headers_frame(1, false);
-    bytes.extend(frame_bytes(kind::DATA, 0, 1, &[7; 600]));
+    bytes.extend(data(1, &[7; 600], false));
     peer.feed(&bytes);
     assert!(
         window_updates(&peer.take_frames(), 1).is_empty(),
         "nothing released, nothing opened"
     );
     // 400 more fill the window; a byte beyond it is a stream error.
-    peer.feed(&frame_bytes(kind::DATA, 0, 1, &[7; 400]));
+    peer.feed(&data(1, &[7; 400], false));
     peer.take_frames();
     peer.conn.release_capacity(1, 300);
     assert!(
@@ -1181,12 +1132,12 @@ fn stream_window_opens_only_for_released_bytes() {
     );
     peer.conn.release_capacity(1, 300);
     assert_eq!(window_updates(&peer.take_frames(), 1), vec![600]);
-    peer.feed(&frame_bytes(kind::DATA, 0, 1, &[7; 600]));
+    peer.feed(&data(1, &[7; 600], false));
     assert!(peer
         .take_frames()
         .iter()
-        .all(|(h, _)| h.kind != kind::RST_STREAM));
-    peer.feed(&frame_bytes(kind::DATA, 0, 1, &[7; 1]));
+        .all(|f| f.kind != kind::RST_STREAM));
+    peer.feed(&data(1, &[7; 1], false));
     assert_eq!(
         rst_reason(&peer.take_frames(), 1),
         Some(Reason::FLOW_CONTROL_ERROR)
@@ -1199,12 +1150,10 @@ fn padding_is_released_at_once() {
         initial_stream_window: 1000,
         ..Config::default()
     });
-    let mut payload = vec![200u8];
-    payload.extend([1; 100]);
-    payload.extend([0; 200]);
+    let padded = Frame::data(1, &[1; 100], false).padded(200).to_bytes();
     let mut bytes = peer.headers_frame(1, false);
     for _ in 0..3 {
-        bytes.extend(frame_bytes(kind::DATA, flag::PADDED, 1, &payload));
+        bytes.extend(&padded);
     }
     peer.feed(&bytes);
     // 903 bytes taken from the window, 300 of them data still held: the
@@ -1233,8 +1182,8 @@ fn send_buffer_is_capped_and_writable_follows_the_window() {
     let sent: usize = peer
         .take_frames()
         .iter()
-        .filter(|(h, _)| h.kind == kind::DATA)
-        .map(|(h, _)| h.len as usize)
+        .filter(|f| f.kind == kind::DATA)
+        .map(|f| f.payload.len())
         .sum();
     assert_eq!(sent, 10);
     let events = peer.feed(&window_update(1, 40));
@@ -1248,8 +1197,8 @@ fn send_buffer_is_capped_and_writable_follows_the_window() {
     assert!(events.is_empty(), "{events:?}");
     peer.feed(&window_update(1, 1000));
     let frames = peer.take_frames();
-    let last_data = frames.iter().rfind(|(h, _)| h.kind == kind::DATA).unwrap();
-    assert!(last_data.0.has(flag::END_STREAM));
+    let last_data = frames.iter().rfind(|f| f.kind == kind::DATA).unwrap();
+    assert!(last_data.has(flag::END_STREAM));
     assert_eq!(
         rst_reason(&frames, 1),
         Some(Reason::NO_ERROR),
@@ -1276,8 +1225,8 @@ fn a_long_stream_through_a_small_window_keeps_a_small_buffer() {
         received += peer
             .take_frames()
             .iter()
-            .filter(|(h, _)| h.kind == kind::DATA)
-            .map(|(h, _)| h.len as usize)
+            .filter(|f| f.kind == kind::DATA)
+            .map(|f| f.payload.len())
             .sum::<usize>();
         peer.feed(&window_update(1, 100));
         peer.feed(&window_update(0, 100));
@@ -1289,8 +1238,8 @@ fn a_long_stream_through_a_small_window_keeps_a_small_buffer() {
 fn headers_data_and_reset_in_one_batch_report_nothing() {
     let mut peer = Peer::default();
     let mut bytes = peer.headers_frame(1, false);
-    bytes.extend(frame_bytes(kind::DATA, flag::END_STREAM, 1, b"\0\0\0\0\0"));
-    bytes.extend(frame_bytes(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]));
+    bytes.extend(data(1, b"\0\0\0\0\0", true));
+    bytes.extend(cancel(1));
     bytes.extend(peer.headers_frame(3, true));
     let events = peer.feed(&bytes);
     assert_eq!(events.len(), 1, "{events:?}");
@@ -1301,8 +1250,8 @@ fn headers_data_and_reset_in_one_batch_report_nothing() {
     // the reset reported.
     let bytes = peer.headers_frame(5, false);
     peer.feed(&bytes);
-    let mut bytes = frame_bytes(kind::DATA, 0, 5, b"abc");
-    bytes.extend(frame_bytes(kind::RST_STREAM, 0, 5, &[0, 0, 0, 8]));
+    let mut bytes = data(5, b"abc", false);
+    bytes.extend(cancel(5));
     let events = peer.feed(&bytes);
     assert_eq!(events, vec![Event::Reset { stream: 5 }]);
 }

@@ -19,7 +19,7 @@ mod streams;
 pub mod window;
 
 pub use config::Config;
-pub use connection::{Connection, ConnectionError, Event, Field};
+pub use connection::{BlockMemo, Connection, ConnectionError, Event, Field};
 pub use frame::Reason;
 
 #[cfg(test)]

@@ -37,6 +37,17 @@ impl<'a> Field<'a> {
     }
 }
 
+/// A header block kept as encoded, to be written again as it is while the
+/// encoder's dynamic table stays the same: a steady-state answer's headers
+/// or trailers cost a copy of a few bytes.
+#[derive(Debug, Default, Clone)]
+pub struct BlockMemo {
+    /// The encoder state the bytes hold for; `None` before the first
+    /// encoding that left the table alone.
+    state: Option<u64>,
+    bytes: Vec<u8>,
+}
+
 /// Bytes for the socket, written from the front.
 pub(crate) struct Output {
     buf: Vec<u8>,
@@ -94,6 +105,39 @@ impl Output {
         }
     }
 
+    /// As [`Output::header_block`] for `fields`, reusing the bytes kept in
+    /// `memo` while the encoder's table is what it was when they were made.
+    pub(crate) fn header_block_memo(
+        &mut self,
+        stream: u32,
+        memo: &mut BlockMemo,
+        fields: &[Field<'_>],
+        end_stream: bool,
+    ) {
+        let state = self.encoder.state();
+        if memo.state == Some(state) && memo.bytes.len() <= self.max_frame {
+            let end_flag = if end_stream { flag::END_STREAM } else { 0 };
+            frame::write_header(
+                &mut self.buf,
+                memo.bytes.len(),
+                kind::HEADERS,
+                end_flag | flag::END_HEADERS,
+                stream,
+            );
+            self.buf.extend_from_slice(&memo.bytes);
+            return;
+        }
+        let start = self.buf.len() + frame::HEADER_LEN;
+        self.header_block(stream, fields.iter().copied(), end_stream);
+        if self.encoder.state() == state && self.buf.len() - start <= self.max_frame {
+            // Encoded without touching the table: the same bytes hold next
+            // time.
+            memo.bytes.clear();
+            memo.bytes.extend_from_slice(&self.buf[start..]);
+            memo.state = Some(state);
+        }
+    }
+
     /// Encodes a header block straight into the output behind a HEADERS
     /// frame header; only a block larger than the peer's frame size is
     /// moved out again and split over CONTINUATION frames.
@@ -141,5 +185,73 @@ impl Output {
             );
             self.buf.extend_from_slice(chunk);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::h2::hpack::Decoder;
+
+    fn headers(out: &mut Output) -> Vec<u8> {
+        let bytes = out.pending().to_vec();
+        out.advance(bytes.len());
+        bytes
+    }
+
+    fn decoded(decoder: &mut Decoder, frame: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut fields = Vec::new();
+        decoder
+            .decode(&frame[frame::HEADER_LEN..], |n, v| {
+                fields.push((n.to_vec(), v.to_vec()))
+            })
+            .unwrap();
+        fields
+    }
+
+    #[test]
+    fn a_memo_repeats_the_block_while_the_table_stays() {
+        let fields = [
+            Field::indexed(b":status", b"200"),
+            Field::indexed(b"content-type", b"application/grpc"),
+        ];
+        let mut out = Output::new();
+        let mut memo = BlockMemo::default();
+        let mut decoder = Decoder::new(4096);
+        let expected = vec![
+            (b":status".to_vec(), b"200".to_vec()),
+            (b"content-type".to_vec(), b"application/grpc".to_vec()),
+        ];
+        let mut blocks = Vec::new();
+        for stream in [1, 3, 5, 7] {
+            out.header_block_memo(stream, &mut memo, &fields, false);
+            let frame = headers(&mut out);
+            assert_eq!(decoded(&mut decoder, &frame), expected);
+            blocks.push(frame[frame::HEADER_LEN..].to_vec());
+        }
+        // The first block adds content-type to the table; from the second
+        // on, the block is the same two index bytes.
+        assert!(blocks[0].len() > 2);
+        assert_eq!(blocks[1].len(), 2);
+        assert_eq!(blocks[2], blocks[1]);
+        assert_eq!(blocks[3], blocks[1]);
+        assert_eq!(memo.state, Some(out.encoder.state()));
+
+        // Another field enters the table: the positions move, the memo is
+        // not used, and what is sent still decodes right.
+        out.header_block(9, [Field::indexed(b"x-a", b"1")].into_iter(), false);
+        assert_eq!(
+            decoded(&mut decoder, &headers(&mut out)),
+            vec![(b"x-a".to_vec(), b"1".to_vec())]
+        );
+        out.header_block_memo(11, &mut memo, &fields, false);
+        assert_eq!(decoded(&mut decoder, &headers(&mut out)), expected);
+        // A table size change from the peer starts the next block with an
+        // update: the memo waits until it has been sent.
+        out.set_header_table_size(1024);
+        out.header_block_memo(13, &mut memo, &fields, false);
+        assert_eq!(decoded(&mut decoder, &headers(&mut out)), expected);
+        out.header_block_memo(15, &mut memo, &fields, false);
+        assert_eq!(decoded(&mut decoder, &headers(&mut out)), expected);
     }
 }

@@ -70,6 +70,18 @@ impl Encoder {
         });
     }
 
+    /// A count that changes whenever what [`Encoder::encode`] would write
+    /// for the same fields may change: a block encoded while it stayed the
+    /// same, and that left it the same, can be reused as it is.
+    #[inline]
+    pub fn state(&self) -> u64 {
+        if self.pending.is_some() {
+            // A size update must start the next block.
+            return u64::MAX;
+        }
+        self.table.changes()
+    }
+
     /// Starts a header block: appends the pending dynamic table size
     /// updates, if any, to `dst`. Call it before the first field of every
     /// block.

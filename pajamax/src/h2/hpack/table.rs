@@ -249,6 +249,9 @@ pub(crate) struct DynamicTable {
     /// Sum of the entries' sizes.
     size: usize,
     max_size: usize,
+    /// Counts the changes of the entries' positions (insertions, evictions,
+    /// size changes): an encoding made at one count holds while it stays.
+    changes: u64,
 }
 
 impl DynamicTable {
@@ -259,7 +262,14 @@ impl DynamicTable {
             entries: VecDeque::new(),
             size: 0,
             max_size,
+            changes: 0,
         }
+    }
+
+    /// How many times the entries' positions have changed.
+    #[inline]
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Number of entries.
@@ -294,6 +304,7 @@ impl DynamicTable {
 
     /// Sets a new maximum size, evicting the oldest entries until it is met.
     pub(crate) fn set_max_size(&mut self, max_size: usize) {
+        self.changes += 1;
         self.max_size = max_size;
         while self.size > self.max_size {
             self.evict_oldest();
@@ -332,6 +343,7 @@ impl DynamicTable {
     /// section 4.4). An entry larger than the maximum size empties the table
     /// and is not added; returns whether it was added.
     pub(crate) fn insert(&mut self, name: NewName<'_>, value: &[u8]) -> bool {
+        self.changes += 1;
         // Where the name's bytes are, before anything moves.
         let (name_src, name_len) = match name {
             NewName::Bytes(b) => (NameSrc::Bytes(b), b.len()),

@@ -107,6 +107,8 @@ pub struct GrpcConnection {
     text: Vec<u8>,
     /// The header blocks every answer repeats, as encoded.
     memos: response::Memos,
+    /// The route of the last `:path` by its decoder id.
+    last_route: Option<(u64, Route)>,
     /// Where answers from other threads come back, and this connection's
     /// id there.
     inbox: Option<(Arc<Inbox>, u64)>,
@@ -150,6 +152,7 @@ impl GrpcConnection {
             response_metadata: ResponseMetadata::default(),
             text: Vec::new(),
             memos: response::Memos::default(),
+            last_route: None,
             inbox: None,
             timers: Timers::default(),
             ready: VecDeque::new(),
@@ -264,11 +267,22 @@ impl GrpcConnection {
             return self.answer_status(stream, &status);
         }
         let mut call = self.spare.pop().unwrap_or_default();
-        let head = head::parse(self.h2.fields().iter(fields), now, &mut call.metadata);
+        let head = head::parse(self.h2.fields().classified(fields), now, &mut call.metadata);
         call.deadline = head.deadline;
         call.recv_done = end_stream;
         if head.is_grpc {
-            let Some(route) = self.router.route(head.path) else {
+            let route = match self.last_route {
+                // The same table entry or remembered literal: the same path.
+                Some((id, route)) if id == head.path_id && id != 0 => Some(route),
+                _ => {
+                    let route = self.router.route(head.path);
+                    if let Some(route) = route {
+                        self.last_route = Some((head.path_id, route));
+                    }
+                    route
+                }
+            };
+            let Some(route) = route else {
                 let status = unimplemented_status(&self.router, head.path);
                 self.recycle(call);
                 return self.answer_status(stream, &status);

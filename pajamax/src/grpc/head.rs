@@ -2,12 +2,16 @@
 
 use crate::grpc::metadata::Metadata;
 use crate::grpc::timeout;
+use crate::h2::fields::{ClassifiedField, FieldKind};
 use std::time::Instant;
 
 /// What a request's headers decide.
 pub(crate) struct RequestHead<'f> {
     /// `:path`, the method called.
     pub path: &'f [u8],
+    /// The decoder's id for the `:path` value (0 if none): the same id means
+    /// the same path, so its route can be remembered.
+    pub path_id: u64,
     /// `POST` with a gRPC content-type; anything else is answered with
     /// HTTP 415.
     pub is_grpc: bool,
@@ -20,7 +24,7 @@ pub(crate) struct RequestHead<'f> {
 /// Reads a request's fields; the custom ones (metadata) are appended to
 /// `metadata`. `now` is when the request arrived, for the deadline.
 pub(crate) fn parse<'f>(
-    fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+    fields: impl Iterator<Item = ClassifiedField<'f>>,
     now: Instant,
     metadata: &mut Metadata,
 ) -> RequestHead<'f> {
@@ -28,34 +32,34 @@ pub(crate) fn parse<'f>(
     let mut is_grpc = false;
     let mut head = RequestHead {
         path: b"",
+        path_id: 0,
         is_grpc: false,
         deadline: None,
         identity: true,
     };
-    for (name, value) in fields {
-        match name {
-            b":method" => method_post = value == b"POST",
-            b":path" => head.path = value,
-            b"content-type" => is_grpc = is_grpc_content_type(value),
-            b"grpc-timeout" => {
-                head.deadline = timeout::parse(value).and_then(|d| now.checked_add(d))
+    for field in fields {
+        match field.kind {
+            FieldKind::Method => method_post = field.flag,
+            FieldKind::Path => {
+                head.path = field.value;
+                head.path_id = field.id;
             }
-            b"grpc-encoding" => head.identity = value == b"identity",
-            b"te" | b"grpc-accept-encoding" => {}
-            _ if name.starts_with(b":") => {}
-            _ => metadata.push(name, value),
+            FieldKind::ContentType => is_grpc = field.flag,
+            FieldKind::GrpcTimeout => {
+                head.deadline = timeout::parse(field.value).and_then(|d| now.checked_add(d))
+            }
+            FieldKind::GrpcEncoding => head.identity = field.value == b"identity",
+            FieldKind::Other => metadata.push(field.name, field.value),
+            FieldKind::Scheme
+            | FieldKind::Authority
+            | FieldKind::UnknownPseudo
+            | FieldKind::Te
+            | FieldKind::ContentLength
+            | FieldKind::GrpcAcceptEncoding => {}
         }
     }
     head.is_grpc = method_post && is_grpc;
     head
-}
-
-/// `application/grpc`, optionally followed by `+format` or `;parameters`.
-fn is_grpc_content_type(value: &[u8]) -> bool {
-    match value.strip_prefix(b"application/grpc") {
-        Some(rest) => rest.is_empty() || rest[0] == b'+' || rest[0] == b';',
-        None => false,
-    }
 }
 
 #[cfg(test)]
@@ -63,13 +67,14 @@ mod tests {
     use super::*;
 
     fn head_of(fields: &[(&str, &str)]) -> (bool, Option<Instant>, bool, Metadata) {
+        let mut list = crate::h2::fields::Fields::default();
+        for (name, value) in fields {
+            let info = crate::h2::fields::classify(name.as_bytes(), value.as_bytes());
+            list.push_classified(name.as_bytes(), value.as_bytes(), &info, 0);
+        }
         let mut md = Metadata::new();
         let now = Instant::now();
-        let head = parse(
-            fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())),
-            now,
-            &mut md,
-        );
+        let head = parse(list.classified(0..list.len()), now, &mut md);
         (head.is_grpc, head.deadline, head.identity, md)
     }
 

@@ -37,6 +37,28 @@ struct Entry {
     mid: u32,
     end: u32,
     indexing: Indexing,
+    kind: FieldKind,
+    /// [`FieldInfo::flag`].
+    flag: bool,
+    /// The decoder's id for the value (0 if none), see
+    /// [`Decoder::decode_classified`](crate::h2::hpack::Decoder::decode_classified).
+    id: u64,
+}
+
+/// One field of a [`Fields`] list with what the decoder knew of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassifiedField<'a> {
+    /// The name.
+    pub name: &'a [u8],
+    /// The value.
+    pub value: &'a [u8],
+    /// Which field it is.
+    pub kind: FieldKind,
+    /// [`FieldInfo::flag`].
+    pub flag: bool,
+    /// An id for the value that stays the same while the same table entry
+    /// or remembered literal provides it; 0 for a value decoded afresh.
+    pub id: u64,
 }
 
 impl Fields {
@@ -69,6 +91,20 @@ impl Fields {
         self.iter(0..self.len())
     }
 
+    /// The fields in `range` with their kind and id.
+    #[inline]
+    pub fn classified(&self, range: Range<usize>) -> impl Iterator<Item = ClassifiedField<'_>> {
+        self.entries[range]
+            .iter()
+            .map(move |entry| ClassifiedField {
+                name: &self.bytes[entry.start as usize..entry.mid as usize],
+                value: &self.bytes[entry.mid as usize..entry.end as usize],
+                kind: entry.kind,
+                flag: entry.flag,
+                id: entry.id,
+            })
+    }
+
     /// Every field as a [`Field`] to encode, with its indexing.
     pub fn to_send(&self) -> impl Iterator<Item = Field<'_>> {
         (0..self.len()).map(move |i| {
@@ -88,6 +124,25 @@ impl Fields {
 
     /// Appends a field with how it should be encoded.
     pub fn push_with(&mut self, name: &[u8], value: &[u8], indexing: Indexing) {
+        self.push_entry(name, value, indexing, FieldKind::Other, false, 0);
+    }
+
+    /// Appends a decoded field with what the decoder knew of it.
+    #[inline]
+    pub(crate) fn push_classified(&mut self, name: &[u8], value: &[u8], info: &FieldInfo, id: u64) {
+        self.push_entry(name, value, Indexing::None, info.kind, info.flag, id);
+    }
+
+    #[inline]
+    fn push_entry(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        indexing: Indexing,
+        kind: FieldKind,
+        flag: bool,
+        id: u64,
+    ) {
         let start = self.bytes.len() as u32;
         self.bytes.extend_from_slice(name);
         let mid = self.bytes.len() as u32;
@@ -97,6 +152,9 @@ impl Fields {
             mid,
             end: self.bytes.len() as u32,
             indexing,
+            kind,
+            flag,
+            id,
         });
     }
 
@@ -113,6 +171,205 @@ impl Fields {
         self.bytes.clear();
         self.entries.clear();
     }
+}
+
+/// What a header field is, as far as the codec and the gRPC layer above it
+/// care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FieldKind {
+    /// `:method`.
+    Method,
+    /// `:scheme`.
+    Scheme,
+    /// `:path`.
+    Path,
+    /// `:authority`.
+    Authority,
+    /// Any other pseudo-header: not allowed in a request.
+    UnknownPseudo,
+    /// `te`.
+    Te,
+    /// `content-length`.
+    ContentLength,
+    /// `content-type`.
+    ContentType,
+    /// `grpc-timeout`.
+    GrpcTimeout,
+    /// `grpc-encoding`.
+    GrpcEncoding,
+    /// `grpc-accept-encoding`.
+    GrpcAcceptEncoding,
+    /// Any other field: custom metadata for gRPC.
+    Other,
+}
+
+/// What a field's name and value alone say about it. Computed once per
+/// HPACK table entry (and for the static table, at compile time), so that a
+/// field that comes whole from a table costs a look-up, not a scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldInfo {
+    /// Which field it is.
+    pub kind: FieldKind,
+    /// For `:method`, whether it is `POST`; for `content-type`, whether it
+    /// is a gRPC content type (`application/grpc`, `+format` or
+    /// `;parameters` after it).
+    pub flag: bool,
+    /// A problem with the name itself (empty, upper case): the request is
+    /// malformed wherever the field is.
+    pub name_problem: Option<&'static str>,
+    /// A problem with this field in a request (an unknown pseudo-header, an
+    /// empty `:path`, a connection-specific field, a `te` other than
+    /// `trailers`, an invalid `content-length`).
+    pub problem: Option<&'static str>,
+    /// The value of a valid `content-length`.
+    pub number: u64,
+}
+
+impl FieldInfo {
+    /// A field of no interest, with no problem: what the encoder's table
+    /// entries carry.
+    pub const OTHER: FieldInfo = FieldInfo {
+        kind: FieldKind::Other,
+        flag: false,
+        name_problem: None,
+        problem: None,
+        number: 0,
+    };
+}
+
+const fn eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn starts_with(a: &[u8], prefix: &[u8]) -> bool {
+    if a.len() < prefix.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < prefix.len() {
+        if a[i] != prefix[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// `application/grpc`, optionally followed by `+format` or `;parameters`.
+const fn is_grpc_content_type(value: &[u8]) -> bool {
+    const GRPC: &[u8] = b"application/grpc";
+    if !starts_with(value, GRPC) {
+        return false;
+    }
+    value.len() == GRPC.len() || value[GRPC.len()] == b'+' || value[GRPC.len()] == b';'
+}
+
+/// The decimal value of a `content-length`, if valid.
+const fn parse_decimal(value: &[u8]) -> Option<u64> {
+    if value.is_empty() {
+        return None;
+    }
+    let mut n: u64 = 0;
+    let mut i = 0;
+    while i < value.len() {
+        let digit = value[i];
+        if !digit.is_ascii_digit() {
+            return None;
+        }
+        n = match n.checked_mul(10) {
+            Some(m) => match m.checked_add((digit - b'0') as u64) {
+                Some(sum) => sum,
+                None => return None,
+            },
+            None => return None,
+        };
+        i += 1;
+    }
+    Some(n)
+}
+
+/// Classifies a request field by its name and value (RFC 9113 sections
+/// 8.2 and 8.3, and the gRPC fields).
+///
+/// ```
+/// use pajamax::h2::fields::{classify, FieldKind};
+/// let info = classify(b":method", b"POST");
+/// assert_eq!((info.kind, info.flag), (FieldKind::Method, true));
+/// assert!(classify(b"X-Upper", b"1").name_problem.is_some());
+/// assert_eq!(classify(b"content-length", b"42").number, 42);
+/// ```
+pub const fn classify(name: &[u8], value: &[u8]) -> FieldInfo {
+    let mut info = FieldInfo::OTHER;
+    if name.is_empty() {
+        info.name_problem = Some("empty header name");
+        return info;
+    }
+    let mut i = 0;
+    while i < name.len() {
+        if name[i].is_ascii_uppercase() {
+            info.name_problem = Some("upper-case header name");
+            return info;
+        }
+        i += 1;
+    }
+    if name[0] == b':' {
+        if eq(name, b":method") {
+            info.kind = FieldKind::Method;
+            info.flag = eq(value, b"POST");
+        } else if eq(name, b":scheme") {
+            info.kind = FieldKind::Scheme;
+        } else if eq(name, b":path") {
+            info.kind = FieldKind::Path;
+            if value.is_empty() {
+                info.problem = Some("empty :path");
+            }
+        } else if eq(name, b":authority") {
+            info.kind = FieldKind::Authority;
+        } else {
+            info.kind = FieldKind::UnknownPseudo;
+            info.problem = Some("unknown pseudo-header");
+        }
+        return info;
+    }
+    if eq(name, b"connection")
+        || eq(name, b"keep-alive")
+        || eq(name, b"proxy-connection")
+        || eq(name, b"transfer-encoding")
+        || eq(name, b"upgrade")
+    {
+        info.problem = Some("connection-specific header");
+    } else if eq(name, b"te") {
+        info.kind = FieldKind::Te;
+        if !eq(value, b"trailers") {
+            info.problem = Some("te other than trailers");
+        }
+    } else if eq(name, b"content-length") {
+        info.kind = FieldKind::ContentLength;
+        match parse_decimal(value) {
+            Some(n) => info.number = n,
+            None => info.problem = Some("invalid content-length"),
+        }
+    } else if eq(name, b"content-type") {
+        info.kind = FieldKind::ContentType;
+        info.flag = is_grpc_content_type(value);
+    } else if eq(name, b"grpc-timeout") {
+        info.kind = FieldKind::GrpcTimeout;
+    } else if eq(name, b"grpc-encoding") {
+        info.kind = FieldKind::GrpcEncoding;
+    } else if eq(name, b"grpc-accept-encoding") {
+        info.kind = FieldKind::GrpcAcceptEncoding;
+    }
+    info
 }
 
 /// Tracks one header block while it is decoded and finds what makes it
@@ -149,67 +406,65 @@ impl FieldCheck {
     }
 
     /// Looks at one field; returns whether it is well-formed so far.
+    #[cfg(test)]
     pub(crate) fn field(&mut self, name: &[u8], value: &[u8]) -> bool {
-        self.list_size += name.len() + value.len() + 32;
+        self.field_info(&classify(name, value), name.len() + value.len())
+    }
+
+    /// Looks at one field of `len` bytes (name and value) classified as
+    /// `info`; returns whether the block is well-formed so far.
+    #[inline]
+    pub(crate) fn field_info(&mut self, info: &FieldInfo, len: usize) -> bool {
+        self.list_size += len + 32;
         if self.malformed.is_some() {
             return false;
         }
-        if let Err(problem) = self.check(name, value) {
+        if let Err(problem) = self.check(info) {
             self.malformed = Some(problem);
             return false;
         }
         true
     }
 
-    fn check(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
-        if name.is_empty() {
-            return Err("empty header name");
+    #[inline]
+    fn check(&mut self, info: &FieldInfo) -> Result<(), &'static str> {
+        if let Some(problem) = info.name_problem {
+            return Err(problem);
         }
-        if name.iter().any(|b| b.is_ascii_uppercase()) {
-            return Err("upper-case header name");
-        }
-        if name[0] == b':' {
-            if self.trailers {
-                return Err("pseudo-header in trailers");
-            }
-            if self.seen_regular {
-                return Err("pseudo-header after a regular header");
-            }
-            let bit = match name {
-                b":method" => METHOD,
-                b":scheme" => SCHEME,
-                b":path" => PATH,
-                b":authority" => AUTHORITY,
-                _ => return Err("unknown pseudo-header"),
-            };
-            if self.pseudo_seen & bit != 0 {
-                return Err("repeated pseudo-header");
-            }
-            if bit == PATH && value.is_empty() {
-                return Err("empty :path");
-            }
-            self.pseudo_seen |= bit;
-            return Ok(());
-        }
-        self.seen_regular = true;
-        match name {
-            b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
-            | b"upgrade" => Err("connection-specific header"),
-            b"te" if value != b"trailers" => Err("te other than trailers"),
-            b"content-length" => {
-                let parsed = std::str::from_utf8(value)
-                    .ok()
-                    .and_then(|text| text.parse::<u64>().ok());
-                match parsed {
-                    Some(n) => {
-                        self.content_length = Some(n);
-                        Ok(())
-                    }
-                    None => Err("invalid content-length"),
+        let bit = match info.kind {
+            FieldKind::Method => METHOD,
+            FieldKind::Scheme => SCHEME,
+            FieldKind::Path => PATH,
+            FieldKind::Authority => AUTHORITY,
+            FieldKind::UnknownPseudo => 0,
+            _ => {
+                self.seen_regular = true;
+                if let Some(problem) = info.problem {
+                    return Err(problem);
                 }
+                if info.kind == FieldKind::ContentLength {
+                    self.content_length = Some(info.number);
+                }
+                return Ok(());
             }
-            _ => Ok(()),
+        };
+        if self.trailers {
+            return Err("pseudo-header in trailers");
         }
+        if self.seen_regular {
+            return Err("pseudo-header after a regular header");
+        }
+        if bit == 0 {
+            return Err("unknown pseudo-header");
+        }
+        if self.pseudo_seen & bit != 0 {
+            return Err("repeated pseudo-header");
+        }
+        if let Some(problem) = info.problem {
+            return Err(problem);
+        }
+        self.pseudo_seen |= bit;
+        Ok(())
     }
 
     /// The verdict once the whole block is decoded.

@@ -106,9 +106,12 @@ pub(crate) fn decode(
     let first_field = fields.len();
     let mut check = FieldCheck::new(is_trailers);
     decoder
-        .decode(block, |name, value| {
-            if check.field(name, value) && check.list_size <= max_list && !is_trailers {
-                fields.push(name, value);
+        .decode_classified(block, |name, value, info, id| {
+            if check.field_info(info, name.len() + value.len())
+                && check.list_size <= max_list
+                && !is_trailers
+            {
+                fields.push_classified(name, value, info, id);
             }
         })
         .map_err(|_| Error::GoAway(Reason::COMPRESSION_ERROR, "invalid HPACK header block"))?;

@@ -2,8 +2,9 @@
 
 use std::fmt;
 
-use super::table::{DynamicTable, NewName, STATIC_LEN, STATIC_TABLE};
+use super::table::{bytes_eq, DynamicTable, NewName, STATIC_INFO, STATIC_LEN, STATIC_TABLE};
 use super::{huffman, integer};
+use crate::h2::fields::{classify, FieldInfo};
 
 /// An HPACK decoding error. Any of them is a connection error of type
 /// COMPRESSION_ERROR: the decoder's state can no longer be trusted.
@@ -69,6 +70,29 @@ const SCRATCH_KEEP: usize = 64 * 1024;
 /// of a typical field without regrowing.
 const INITIAL_SCRATCH: usize = 256;
 
+/// Ids of static entries: `STATIC_ID | index`. Dynamic entries count up
+/// from 1, remembered literals down from `MEMO_ID`.
+const STATIC_ID: u64 = 1 << 63;
+const MEMO_ID: u64 = 1 << 62;
+
+/// Literals without indexing remembered per connection.
+const MEMOS: usize = 4;
+/// The longest representation remembered.
+const MEMO_MAX: usize = 256;
+
+/// A literal field sent without indexing, remembered with its decoded name
+/// and value: a client that repeats it (as nghttp2 does with `:path` and
+/// `content-length`) costs a comparison, not a Huffman decoding.
+#[derive(Debug)]
+struct Memo {
+    /// The field's representation in the block.
+    repr: Vec<u8>,
+    name: Vec<u8>,
+    value: Vec<u8>,
+    info: FieldInfo,
+    id: u64,
+}
+
 /// The decoding context of one connection (the peer's requests).
 #[derive(Debug)]
 pub struct Decoder {
@@ -78,6 +102,10 @@ pub struct Decoder {
     limit: usize,
     /// Huffman-decoded name and value of the field being decoded.
     scratch: Vec<u8>,
+    memos: Vec<Memo>,
+    /// The memo to replace next.
+    next_memo: usize,
+    memo_serial: u64,
 }
 
 /// A string literal of the current field: a range of the block or of the
@@ -116,6 +144,9 @@ impl Decoder {
             table: DynamicTable::new(max_table_size),
             limit: max_table_size,
             scratch: Vec::new(),
+            memos: Vec::new(),
+            next_memo: 0,
+            memo_serial: 0,
         }
     }
 
@@ -135,6 +166,19 @@ impl Decoder {
         block: &[u8],
         mut emit: F,
     ) -> Result<(), DecodeError> {
+        self.decode_classified(block, |name, value, _, _| emit(name, value))
+    }
+
+    /// As [`Decoder::decode`], with each field's [`FieldInfo`] (what a
+    /// request field is, classified once per table entry or remembered
+    /// literal) and an id that names a value taken from a table entry or a
+    /// remembered literal for as long as the connection lives (0 for a value
+    /// decoded afresh).
+    pub fn decode_classified<F: FnMut(&[u8], &[u8], &FieldInfo, u64)>(
+        &mut self,
+        block: &[u8],
+        mut emit: F,
+    ) -> Result<(), DecodeError> {
         if self.scratch.capacity() == 0 {
             self.scratch.reserve(INITIAL_SCRATCH);
         }
@@ -145,7 +189,7 @@ impl Decoder {
         result
     }
 
-    fn decode_block<F: FnMut(&[u8], &[u8])>(
+    fn decode_block<F: FnMut(&[u8], &[u8], &FieldInfo, u64)>(
         &mut self,
         block: &[u8],
         emit: &mut F,
@@ -156,8 +200,24 @@ impl Decoder {
             if first & 0x80 != 0 {
                 // 6.1 Indexed Header Field.
                 let index = integer::decode(block, &mut pos, 7)?;
-                let (name, value) = self.entry(index)?;
-                emit(name, value);
+                if index.wrapping_sub(1) < STATIC_LEN {
+                    let (name, value) = STATIC_TABLE[index - 1];
+                    emit(
+                        name,
+                        value,
+                        &STATIC_INFO[index - 1],
+                        STATIC_ID | index as u64,
+                    );
+                } else {
+                    if index == 0 {
+                        return Err(DecodeError::InvalidIndex(0));
+                    }
+                    let (name, value, info, id) = self
+                        .table
+                        .get_entry(index - STATIC_LEN - 1)
+                        .ok_or(DecodeError::InvalidIndex(index))?;
+                    emit(name, value, info, id);
+                }
             } else if first & 0x40 != 0 {
                 // 6.2.1 Literal with Incremental Indexing.
                 self.literal(block, &mut pos, 6, true, emit)?;
@@ -175,6 +235,8 @@ impl Decoder {
                 }
                 self.table.set_max_size(size);
                 continue;
+            } else if first & 0x10 == 0 && self.remembered(block, &mut pos, emit)? {
+                // 6.2.2 without Indexing, as sent before.
             } else {
                 // 6.2.2 without Indexing (0000) and 6.2.3 Never Indexed (0001).
                 self.literal(block, &mut pos, 4, false, emit)?;
@@ -184,23 +246,77 @@ impl Decoder {
         Ok(())
     }
 
-    /// The entry at an HPACK index (1-based; static then dynamic).
-    #[inline]
-    fn entry(&self, index: usize) -> Result<(&[u8], &[u8]), DecodeError> {
-        if index.wrapping_sub(1) < STATIC_LEN {
-            return Ok(STATIC_TABLE[index - 1]);
+    /// A literal without indexing at `*pos` whose name is not a dynamic
+    /// entry: if it was seen before, emits it as remembered and moves past
+    /// it (`true`); otherwise decodes it, remembers it when it is small
+    /// enough, and moves past it too. Returns `false`, leaving `*pos`, for
+    /// a name from the dynamic table (whose meaning changes with the
+    /// table).
+    fn remembered<F: FnMut(&[u8], &[u8], &FieldInfo, u64)>(
+        &mut self,
+        block: &[u8],
+        pos: &mut usize,
+        emit: &mut F,
+    ) -> Result<bool, DecodeError> {
+        let start = *pos;
+        let mut at = start;
+        let name_index = integer::decode(block, &mut at, 4)?;
+        if name_index > STATIC_LEN {
+            return Ok(false);
         }
-        if index == 0 {
-            return Err(DecodeError::InvalidIndex(0));
+        if name_index == 0 {
+            skip_string(block, &mut at)?;
         }
-        self.table
-            .get(index - STATIC_LEN - 1)
-            .ok_or(DecodeError::InvalidIndex(index))
+        skip_string(block, &mut at)?;
+        let repr = &block[start..at];
+        if let Some(memo) = self
+            .memos
+            .iter()
+            .find(|memo| memo.repr.len() == repr.len() && bytes_eq(&memo.repr, repr))
+        {
+            *pos = at;
+            emit(&memo.name, &memo.value, &memo.info, memo.id);
+            return Ok(true);
+        }
+        if repr.len() > MEMO_MAX {
+            return Ok(false);
+        }
+        // Decode it as any literal, then keep it.
+        self.scratch.clear();
+        let mut p = start;
+        integer::decode(block, &mut p, 4)?;
+        let name = if name_index == 0 {
+            read_string(block, &mut p, &mut self.scratch)?
+                .get(block, &self.scratch)
+                .to_vec()
+        } else {
+            STATIC_TABLE[name_index - 1].0.to_vec()
+        };
+        let value = read_string(block, &mut p, &mut self.scratch)?;
+        let value = value.get(block, &self.scratch).to_vec();
+        debug_assert_eq!(p, at);
+        *pos = at;
+        let info = classify(&name, &value);
+        self.memo_serial += 1;
+        let id = MEMO_ID - self.memo_serial;
+        emit(&name, &value, &info, id);
+        let memo = Memo {
+            repr: repr.to_vec(),
+            name,
+            value,
+            info,
+            id,
+        };
+        if self.memos.len() < MEMOS {
+            self.memos.push(memo);
+        } else {
+            self.memos[self.next_memo] = memo;
+            self.next_memo = (self.next_memo + 1) % MEMOS;
+        }
+        Ok(true)
     }
 
-    /// A literal field whose first byte is at `*pos`; the name index has a
-    /// `prefix`-bit prefix.
-    fn literal<F: FnMut(&[u8], &[u8])>(
+    fn literal<F: FnMut(&[u8], &[u8], &FieldInfo, u64)>(
         &mut self,
         block: &[u8],
         pos: &mut usize,
@@ -232,7 +348,13 @@ impl Decoder {
                 None => return Err(DecodeError::InvalidIndex(name_index)),
             },
         };
-        emit(name_bytes, value_bytes);
+        let info = classify(name_bytes, value_bytes);
+        let id = if add_to_table {
+            self.table.next_id()
+        } else {
+            0
+        };
+        emit(name_bytes, value_bytes, &info, id);
 
         if add_to_table {
             let new_name = match name {
@@ -240,10 +362,25 @@ impl Decoder {
                 Name::Static(s) => NewName::Bytes(s),
                 Name::Dynamic(p) => NewName::Dynamic(p),
             };
-            self.table.insert(new_name, value.get(block, &self.scratch));
+            self.table
+                .insert_classified(new_name, value.get(block, &self.scratch), info);
         }
         Ok(())
     }
+}
+
+/// Moves `*pos` past a string literal (5.2) without decoding it.
+#[inline]
+fn skip_string(block: &[u8], pos: &mut usize) -> Result<(), DecodeError> {
+    if *pos >= block.len() {
+        return Err(DecodeError::Truncated);
+    }
+    let len = integer::decode(block, pos, 7)?;
+    if len > block.len() - *pos {
+        return Err(DecodeError::StringTooLong);
+    }
+    *pos += len;
+    Ok(())
 }
 
 /// Reads a string literal (5.2) at `*pos`. A Huffman string is decoded onto
@@ -280,6 +417,7 @@ mod tests {
     use super::super::hex;
     use super::super::rfc_vectors::{REQ1, REQ2, REQ3, RESP1, RESP2, RESP3};
     use super::*;
+    use crate::h2::fields::FieldKind;
 
     type Fields = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -770,5 +908,71 @@ mod tests {
         }
         .to_string()
         .contains("5000"));
+    }
+
+    /// Decodes with ids and kinds.
+    fn decode_ids(d: &mut Decoder, block: &[u8]) -> Vec<(Vec<u8>, Vec<u8>, FieldKind, u64)> {
+        let mut out = Vec::new();
+        d.decode_classified(block, |n, v, info, id| {
+            out.push((n.to_vec(), v.to_vec(), info.kind, id))
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn literals_without_indexing_are_remembered() {
+        use crate::h2::hpack::{Encoder, Indexing};
+        let mut encoder = Encoder::new();
+        let mut block = Vec::new();
+        encoder.begin_block(&mut block);
+        encoder.encode(b":path", b"/pkg.Service/Method", Indexing::None, &mut block);
+        encoder.encode(b"x-literal-name", b"v", Indexing::None, &mut block);
+        encoder.encode(b"content-length", b"83", Indexing::None, &mut block);
+        let mut d = Decoder::new(4096);
+        let first = decode_ids(&mut d, &block);
+        let second = decode_ids(&mut d, &block);
+        assert_eq!(first, second, "the same fields and the same ids");
+        assert_eq!(first[0].0, b":path");
+        assert_eq!(first[0].1, b"/pkg.Service/Method");
+        assert_eq!(first[0].2, FieldKind::Path);
+        assert_eq!(first[2].2, FieldKind::ContentLength);
+        assert!(first.iter().all(|f| f.3 != 0), "remembered values have ids");
+        // Another value gets another id; five distinct literals cycle the
+        // four memos, and the decoding stays right.
+        for i in 0..10 {
+            let mut other = Vec::new();
+            encoder.begin_block(&mut other);
+            let path = format!("/pkg.Service/M{i}");
+            encoder.encode(b":path", path.as_bytes(), Indexing::None, &mut other);
+            let fields = decode_ids(&mut d, &other);
+            assert_eq!(fields[0].1, path.as_bytes());
+            assert_ne!(fields[0].3, first[0].3);
+        }
+        assert_eq!(decode_ids(&mut d, &block)[0].1, b"/pkg.Service/Method");
+    }
+
+    #[test]
+    fn ids_follow_table_entries() {
+        use crate::h2::hpack::{Encoder, Indexing};
+        let mut encoder = Encoder::new();
+        let mut d = Decoder::new(4096);
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let mut block = Vec::new();
+            encoder.begin_block(&mut block);
+            encoder.encode(b"x-user", b"alice", Indexing::Incremental, &mut block);
+            encoder.encode(b":method", b"POST", Indexing::Incremental, &mut block);
+            let fields = decode_ids(&mut d, &block);
+            assert_eq!(fields[0].2, FieldKind::Other);
+            assert_eq!(fields[1].2, FieldKind::Method);
+            ids.push((fields[0].3, fields[1].3));
+        }
+        // Inserted, then indexed: the entry keeps its id; a static entry has
+        // one too.
+        assert_eq!(ids[0], ids[1]);
+        assert_eq!(ids[1], ids[2]);
+        assert_ne!(ids[0].0, 0);
+        assert_ne!(ids[0].1, 0);
     }
 }

@@ -10,6 +10,7 @@
 //! the ring have grown to what the table needs, insertions and evictions do
 //! not allocate.
 
+use crate::h2::fields::{classify, FieldInfo};
 use std::collections::VecDeque;
 
 /// Number of entries in the static table.
@@ -79,6 +80,20 @@ pub(crate) static STATIC_TABLE: [(&[u8], &[u8]); STATIC_LEN] = [
     (b"via", b""),
     (b"www-authenticate", b""),
 ];
+
+const fn static_infos() -> [FieldInfo; STATIC_LEN] {
+    let mut infos = [FieldInfo::OTHER; STATIC_LEN];
+    let mut i = 0;
+    while i < STATIC_LEN {
+        infos[i] = classify(STATIC_TABLE[i].0, STATIC_TABLE[i].1);
+        i += 1;
+    }
+    infos
+}
+
+/// What each static entry is, as a request field (`STATIC_INFO[i]` for HPACK
+/// index `i + 1`).
+pub(crate) static STATIC_INFO: [FieldInfo; STATIC_LEN] = static_infos();
 
 /// Longest name in the static table ("access-control-allow-origin").
 const MAX_STATIC_NAME: usize = 27;
@@ -235,6 +250,11 @@ struct Entry {
     start: usize,
     name_len: usize,
     value_len: usize,
+    /// What the field is, classified once when it entered the table.
+    info: FieldInfo,
+    /// Unique over the table's life: names the entry's value for caches
+    /// above the codec.
+    id: u64,
 }
 
 /// The dynamic table of one HPACK context.
@@ -266,6 +286,12 @@ impl DynamicTable {
         }
     }
 
+    /// The id the next entry gets.
+    #[inline]
+    pub(crate) fn next_id(&self) -> u64 {
+        self.changes + 1
+    }
+
     /// How many times the entries' positions have changed.
     #[inline]
     pub(crate) fn changes(&self) -> u64 {
@@ -287,6 +313,24 @@ impl DynamicTable {
     #[inline]
     pub(crate) fn max_size(&self) -> usize {
         self.max_size
+    }
+
+    /// The entry at `pos`, 0 being the newest, with what it is and its id.
+    #[inline]
+    pub(crate) fn get_entry(&self, pos: usize) -> Option<(&[u8], &[u8], &FieldInfo, u64)> {
+        let n = self.entries.len();
+        if pos >= n {
+            return None;
+        }
+        let e = &self.entries[n - 1 - pos];
+        let off = e.start.wrapping_sub(self.base);
+        let mid = off + e.name_len;
+        Some((
+            &self.buf[off..mid],
+            &self.buf[mid..mid + e.value_len],
+            &e.info,
+            e.id,
+        ))
     }
 
     /// The entry at `pos`, 0 being the newest (HPACK index 62).
@@ -343,6 +387,16 @@ impl DynamicTable {
     /// section 4.4). An entry larger than the maximum size empties the table
     /// and is not added; returns whether it was added.
     pub(crate) fn insert(&mut self, name: NewName<'_>, value: &[u8]) -> bool {
+        self.insert_classified(name, value, FieldInfo::OTHER)
+    }
+
+    /// As [`DynamicTable::insert`], keeping what the field is with it.
+    pub(crate) fn insert_classified(
+        &mut self,
+        name: NewName<'_>,
+        value: &[u8],
+        info: FieldInfo,
+    ) -> bool {
         self.changes += 1;
         // Where the name's bytes are, before anything moves.
         let (name_src, name_len) = match name {
@@ -396,6 +450,8 @@ impl DynamicTable {
             start,
             name_len,
             value_len: value.len(),
+            info,
+            id: self.changes,
         });
         self.size += size;
         true

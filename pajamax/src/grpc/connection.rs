@@ -1097,13 +1097,12 @@ impl GrpcConnection {
     /// The unary answer in `self.reply`, with `self.response_metadata`.
     fn answer_message(&mut self, stream: u32) {
         let md = &self.response_metadata;
-        response::send_headers(&mut self.h2, &mut self.memos, stream, &md.headers);
-        self.h2.send_data(stream, &self.reply, false);
-        response::send_trailers(
+        response::send_answer(
             &mut self.h2,
             &mut self.memos,
             stream,
-            None,
+            &self.reply,
+            &md.headers,
             &md.trailers,
             &mut self.text,
         );

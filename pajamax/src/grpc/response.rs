@@ -40,6 +40,32 @@ pub(crate) struct Memos {
     pub ok_trailers: BlockMemo,
 }
 
+/// Sends a unary answer: the framed message `reply` with the response
+/// metadata, then `grpc-status: 0`.
+#[inline]
+pub(crate) fn send_answer(
+    h2: &mut Connection,
+    memos: &mut Memos,
+    stream: u32,
+    reply: &[u8],
+    headers: &Metadata,
+    trailers: &Metadata,
+    text: &mut Vec<u8>,
+) {
+    if headers.is_empty() && trailers.is_empty() {
+        h2.send_answer(
+            stream,
+            (&mut memos.headers, &SUCCESS_HEADERS),
+            reply,
+            (&mut memos.ok_trailers, &[STATUS_OK]),
+        );
+        return;
+    }
+    send_headers(h2, memos, stream, headers);
+    h2.send_data(stream, reply, false);
+    send_trailers(h2, memos, stream, None, trailers, text);
+}
+
 /// Sends the response headers with `metadata`.
 #[inline]
 pub(crate) fn send_headers(

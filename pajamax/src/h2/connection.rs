@@ -40,10 +40,11 @@ use crate::h2::hpack::Decoder;
 use crate::h2::output::Output;
 pub use crate::h2::output::{BlockMemo, Field};
 use crate::h2::recv_flow::{self, RecvFlow};
-use crate::h2::send_flow::SendFlow;
+use crate::h2::send_flow::{self, SendFlow};
 use crate::h2::settings::{self, PeerSettings};
 use crate::h2::shutdown::Shutdown;
 use crate::h2::streams::{RecvHalf, SendHalf, Stream, Streams};
+use std::collections::hash_map::Entry;
 use std::ops::Range;
 
 /// What the peer asked for, in the order it arrived.
@@ -726,6 +727,57 @@ impl Connection {
         }
         self.output.header_block_memo(stream, memo, fields, true);
         self.close_send_side(stream);
+    }
+
+    /// Sends a whole answer on `stream`: headers, `data`, then trailers that
+    /// close it, each header block kept in its memo (see
+    /// [`Connection::send_headers_memo`]). The same as the three calls, in
+    /// one look-up of the stream when the client's windows take all of
+    /// `data`. Ignored if the stream is gone or its headers were sent.
+    pub fn send_answer(
+        &mut self,
+        stream: u32,
+        headers: (&mut BlockMemo, &[Field<'_>]),
+        data: &[u8],
+        trailers: (&mut BlockMemo, &[Field<'_>]),
+    ) {
+        let Entry::Occupied(mut entry) = self.streams.entry(stream) else {
+            return;
+        };
+        let state = entry.get_mut();
+        if state.send != SendHalf::Idle {
+            return;
+        }
+        let room = state
+            .send_window
+            .available()
+            .min(self.send_flow.window.available());
+        if data.len() > room || data.is_empty() {
+            // Some of it waits for the windows: the general way.
+            self.send_headers_memo(stream, headers.0, headers.1, false);
+            self.send_data(stream, data, false);
+            return self.send_trailers_memo(stream, trailers.0, trailers.1);
+        }
+        self.output
+            .header_block_memo(stream, headers.0, headers.1, false);
+        let max_frame = self.output.max_frame();
+        send_flow::write_data_frames(
+            self.output.buf(),
+            stream,
+            data,
+            false,
+            &mut state.send_window,
+            &mut self.send_flow.window,
+            max_frame,
+        );
+        self.output
+            .header_block_memo(stream, trailers.0, trailers.1, true);
+        let state = entry.remove();
+        self.unproductive = 0;
+        if state.recv_open() {
+            frame::write_rst_stream(self.output.buf(), stream, Reason::NO_ERROR);
+        }
+        self.streams.remember_closed(stream, state.recv_open());
     }
 
     /// Sends body bytes on `stream` as far as the client's windows allow

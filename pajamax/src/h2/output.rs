@@ -45,7 +45,9 @@ pub struct BlockMemo {
     /// The encoder state the bytes hold for; `None` before the first
     /// encoding that left the table alone.
     state: Option<u64>,
-    bytes: Vec<u8>,
+    /// The HEADERS frame (header, then the block), its flags and stream to
+    /// be set on each copy.
+    frame: Vec<u8>,
 }
 
 /// Bytes for the socket, written from the front.
@@ -115,25 +117,23 @@ impl Output {
         end_stream: bool,
     ) {
         let state = self.encoder.state();
-        if memo.state == Some(state) && memo.bytes.len() <= self.max_frame {
+        if memo.state == Some(state) && memo.frame.len() - frame::HEADER_LEN <= self.max_frame {
+            let at = self.buf.len();
+            self.buf.extend_from_slice(&memo.frame);
             let end_flag = if end_stream { flag::END_STREAM } else { 0 };
-            frame::write_header(
-                &mut self.buf,
-                memo.bytes.len(),
-                kind::HEADERS,
-                end_flag | flag::END_HEADERS,
-                stream,
-            );
-            self.buf.extend_from_slice(&memo.bytes);
+            self.buf[at + 4] = end_flag | flag::END_HEADERS;
+            self.buf[at + 5..at + 9].copy_from_slice(&stream.to_be_bytes());
             return;
         }
-        let start = self.buf.len() + frame::HEADER_LEN;
+        let start = self.buf.len();
         self.header_block(stream, fields.iter().copied(), end_stream);
-        if self.encoder.state() == state && self.buf.len() - start <= self.max_frame {
+        if self.encoder.state() == state
+            && self.buf.len() - start <= self.max_frame + frame::HEADER_LEN
+        {
             // Encoded without touching the table: the same bytes hold next
             // time.
-            memo.bytes.clear();
-            memo.bytes.extend_from_slice(&self.buf[start..]);
+            memo.frame.clear();
+            memo.frame.extend_from_slice(&self.buf[start..]);
             memo.state = Some(state);
         }
     }
@@ -233,6 +233,7 @@ mod tests {
         // on, the block is the same two index bytes.
         assert!(blocks[0].len() > 2);
         assert_eq!(blocks[1].len(), 2);
+        assert_eq!(memo.frame.len(), frame::HEADER_LEN + 2);
         assert_eq!(blocks[2], blocks[1]);
         assert_eq!(blocks[3], blocks[1]);
         assert_eq!(memo.state, Some(out.encoder.state()));

@@ -256,7 +256,7 @@ impl SendFlow {
 /// Writes as much of `data` as the windows and the frame size allow, as
 /// DATA frames; END_STREAM goes on the last one if all of `data` fits.
 /// Returns the number of bytes of `data` written.
-fn write_data_frames(
+pub(crate) fn write_data_frames(
     out: &mut Vec<u8>,
     stream: u32,
     data: &[u8],

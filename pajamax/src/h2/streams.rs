@@ -7,6 +7,7 @@ use crate::h2::error::Error;
 use crate::h2::frame::Reason;
 use crate::h2::send_flow::PendingSend;
 use crate::h2::window::Window;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 
 /// The receiving half of a stream: whether the client may still send.
@@ -124,6 +125,12 @@ impl Streams {
 
     pub(crate) fn insert(&mut self, id: u32, stream: Stream) {
         self.open.insert(id, stream);
+    }
+
+    /// The stream `id` as an entry of the table: look it up once, change it,
+    /// and remove it if done.
+    pub(crate) fn entry(&mut self, id: u32) -> Entry<'_, u32, Stream> {
+        self.open.entry(id)
     }
 
     pub(crate) fn remove(&mut self, id: u32) -> Option<Stream> {

@@ -242,6 +242,27 @@ async fn metadata_travels_both_ways() {
 }
 
 #[tokio::test]
+async fn repeated_header_blocks_keep_each_calls_metadata() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    // The same metadata over and over (the same header block, remembered by
+    // the server), then another user, then the first again.
+    for user in ["alice", "alice", "alice", "bob", "alice", "bob", "bob"] {
+        let mut request = text("md");
+        request
+            .metadata_mut()
+            .insert("x-user", user.parse().unwrap());
+        let reply = call(channel.clone(), "Metadata", request).await.unwrap();
+        assert_eq!(reply.get_ref().text, user);
+        assert_eq!(reply.metadata().get("x-hello").unwrap(), user);
+    }
+    // Without metadata after calls with some: none seen.
+    let reply = call(channel, "Metadata", text("md")).await.unwrap();
+    assert_eq!(reply.get_ref().text, "nobody");
+    stop(server).await;
+}
+
+#[tokio::test]
 async fn deadline_reaches_the_handler() {
     let server = start(pajamax::Server::builder().workers(1));
     let channel = connect(&server).await;

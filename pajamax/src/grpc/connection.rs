@@ -70,6 +70,31 @@ impl Default for GrpcConfig {
     }
 }
 
+/// What a remembered request header block said, for the calls that repeat
+/// it.
+#[derive(Debug)]
+struct RepeatedHead {
+    block_id: u64,
+    route: Route,
+    timeout: Option<std::time::Duration>,
+    metadata: crate::grpc::metadata::Metadata,
+}
+
+impl Default for RepeatedHead {
+    fn default() -> RepeatedHead {
+        RepeatedHead {
+            block_id: 0,
+            route: Route {
+                service: 0,
+                method: 0,
+                kind: MethodKind::Unary,
+            },
+            timeout: None,
+            metadata: Default::default(),
+        }
+    }
+}
+
 /// How many answer bytes a producer on the worker makes in one turn before
 /// the next producer's turn.
 const PRODUCE_CHUNK: usize = 16 << 10;
@@ -109,6 +134,9 @@ pub struct GrpcConnection {
     memos: response::Memos,
     /// The route of the last `:path` by its decoder id.
     last_route: Option<(u64, Route)>,
+    /// The head of the last gRPC request whose header block the codec
+    /// remembered, by the block's id.
+    repeated: Option<RepeatedHead>,
     /// Where answers from other threads come back, and this connection's
     /// id there.
     inbox: Option<(Arc<Inbox>, u64)>,
@@ -153,6 +181,7 @@ impl GrpcConnection {
             text: Vec::new(),
             memos: response::Memos::default(),
             last_route: None,
+            repeated: None,
             inbox: None,
             timers: Timers::default(),
             ready: VecDeque::new(),
@@ -236,7 +265,8 @@ impl GrpcConnection {
                     fields,
                     end_stream,
                     too_large,
-                } => self.on_request(stream, fields, end_stream, too_large, now),
+                    block_id,
+                } => self.on_request(stream, fields, end_stream, too_large, block_id, now),
                 Event::Data {
                     stream,
                     data,
@@ -254,12 +284,14 @@ impl GrpcConnection {
         used
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_request(
         &mut self,
         stream: u32,
         fields: std::ops::Range<usize>,
         end_stream: bool,
         too_large: bool,
+        block_id: u64,
         now: Instant,
     ) {
         if too_large {
@@ -267,32 +299,24 @@ impl GrpcConnection {
             return self.answer_status(stream, &status);
         }
         let mut call = self.spare.pop().unwrap_or_default();
-        let head = head::parse(self.h2.fields().classified(fields), now, &mut call.metadata);
-        call.deadline = head.deadline;
         call.recv_done = end_stream;
-        if head.is_grpc {
-            let route = match self.last_route {
-                // The same table entry or remembered literal: the same path.
-                Some((id, route)) if id == head.path_id && id != 0 => Some(route),
-                _ => {
-                    let route = self.router.route(head.path);
-                    if let Some(route) = route {
-                        self.last_route = Some((head.path_id, route));
-                    }
-                    route
-                }
-            };
-            let Some(route) = route else {
-                let status = unimplemented_status(&self.router, head.path);
-                self.recycle(call);
-                return self.answer_status(stream, &status);
-            };
-            if !head.identity {
-                self.recycle(call);
-                let status =
-                    Status::unimplemented("message compression is not supported; use identity");
-                return self.answer_status(stream, &status);
+        let route = match &self.repeated {
+            // The same header block as a call before: the same route,
+            // timeout and metadata.
+            Some(repeated) if block_id != 0 && repeated.block_id == block_id => {
+                call.metadata.clone_from(&repeated.metadata);
+                call.deadline = repeated.timeout.and_then(|d| now.checked_add(d));
+                Some(repeated.route)
             }
+            _ => match self.read_head(&mut call, fields, block_id, now) {
+                Ok(route) => route,
+                Err(status) => {
+                    self.recycle(call);
+                    return self.answer_status(stream, &status);
+                }
+            },
+        };
+        if let Some(route) = route {
             call.route = Some(route);
             if matches!(
                 route.kind,
@@ -308,6 +332,50 @@ impl GrpcConnection {
             self.new_deadlines.push(stream);
         }
         self.calls.insert(stream, call);
+    }
+
+    /// Reads a request's head into `call`: its route (`None` for a request
+    /// that is not gRPC), deadline and metadata, or the status that answers
+    /// it. Remembers a gRPC head by its block id.
+    fn read_head(
+        &mut self,
+        call: &mut Call,
+        fields: std::ops::Range<usize>,
+        block_id: u64,
+        now: Instant,
+    ) -> Result<Option<Route>, Status> {
+        let head = head::parse(self.h2.fields().classified(fields), &mut call.metadata);
+        call.deadline = head.timeout.and_then(|d| now.checked_add(d));
+        if !head.is_grpc {
+            return Ok(None);
+        }
+        let route = match self.last_route {
+            // The same table entry or remembered literal: the same path.
+            Some((id, route)) if id == head.path_id && id != 0 => Some(route),
+            _ => {
+                let route = self.router.route(head.path);
+                if let Some(route) = route {
+                    self.last_route = Some((head.path_id, route));
+                }
+                route
+            }
+        };
+        let Some(route) = route else {
+            return Err(unimplemented_status(&self.router, head.path));
+        };
+        if !head.identity {
+            return Err(Status::unimplemented(
+                "message compression is not supported; use identity",
+            ));
+        }
+        if block_id != 0 {
+            let repeated = self.repeated.get_or_insert_with(Default::default);
+            repeated.block_id = block_id;
+            repeated.route = route;
+            repeated.timeout = head.timeout;
+            repeated.metadata.clone_from(&call.metadata);
+        }
+        Ok(Some(route))
     }
 
     fn on_data(&mut self, stream: u32, data: &[u8], end_stream: bool, now: Instant) {

@@ -3,7 +3,7 @@
 use crate::grpc::metadata::Metadata;
 use crate::grpc::timeout;
 use crate::h2::fields::{ClassifiedField, FieldKind};
-use std::time::Instant;
+use std::time::Duration;
 
 /// What a request's headers decide.
 pub(crate) struct RequestHead<'f> {
@@ -15,8 +15,8 @@ pub(crate) struct RequestHead<'f> {
     /// `POST` with a gRPC content-type; anything else is answered with
     /// HTTP 415.
     pub is_grpc: bool,
-    /// When the client gives up, from `grpc-timeout`.
-    pub deadline: Option<Instant>,
+    /// How long the client waits, from `grpc-timeout`.
+    pub timeout: Option<Duration>,
     /// The messages are not compressed (no `grpc-encoding`, or `identity`).
     pub identity: bool,
 }
@@ -25,7 +25,6 @@ pub(crate) struct RequestHead<'f> {
 /// `metadata`. `now` is when the request arrived, for the deadline.
 pub(crate) fn parse<'f>(
     fields: impl Iterator<Item = ClassifiedField<'f>>,
-    now: Instant,
     metadata: &mut Metadata,
 ) -> RequestHead<'f> {
     let mut method_post = false;
@@ -34,7 +33,7 @@ pub(crate) fn parse<'f>(
         path: b"",
         path_id: 0,
         is_grpc: false,
-        deadline: None,
+        timeout: None,
         identity: true,
     };
     for field in fields {
@@ -45,9 +44,7 @@ pub(crate) fn parse<'f>(
                 head.path_id = field.id;
             }
             FieldKind::ContentType => is_grpc = field.flag,
-            FieldKind::GrpcTimeout => {
-                head.deadline = timeout::parse(field.value).and_then(|d| now.checked_add(d))
-            }
+            FieldKind::GrpcTimeout => head.timeout = timeout::parse(field.value),
             FieldKind::GrpcEncoding => head.identity = field.value == b"identity",
             FieldKind::Other => metadata.push(field.name, field.value),
             FieldKind::Scheme
@@ -66,16 +63,15 @@ pub(crate) fn parse<'f>(
 mod tests {
     use super::*;
 
-    fn head_of(fields: &[(&str, &str)]) -> (bool, Option<Instant>, bool, Metadata) {
+    fn head_of(fields: &[(&str, &str)]) -> (bool, Option<Duration>, bool, Metadata) {
         let mut list = crate::h2::fields::Fields::default();
         for (name, value) in fields {
             let info = crate::h2::fields::classify(name.as_bytes(), value.as_bytes());
             list.push_classified(name.as_bytes(), value.as_bytes(), &info, 0);
         }
         let mut md = Metadata::new();
-        let now = Instant::now();
-        let head = parse(list.classified(0..list.len()), now, &mut md);
-        (head.is_grpc, head.deadline, head.identity, md)
+        let head = parse(list.classified(0..list.len()), &mut md);
+        (head.is_grpc, head.timeout, head.identity, md)
     }
 
     #[test]

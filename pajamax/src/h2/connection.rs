@@ -35,7 +35,7 @@ use crate::h2::frame::headers::Headers;
 use crate::h2::frame::ping::Ping;
 use crate::h2::frame::settings::Settings;
 use crate::h2::frame::{self, flag, kind, FrameHeader, Reason, HEADER_LEN};
-use crate::h2::header_block::{self, BlockAssembler};
+use crate::h2::header_block::{self, BlockAssembler, RepeatedBlock};
 use crate::h2::hpack::Decoder;
 use crate::h2::output::Output;
 pub use crate::h2::output::{BlockMemo, Field};
@@ -62,6 +62,10 @@ pub enum Event {
         /// The header list was larger than SETTINGS_MAX_HEADER_LIST_SIZE;
         /// its fields were dropped.
         too_large: bool,
+        /// Not 0 when the header block is the same as one before (the same
+        /// bytes, the HPACK table unchanged), and so are its fields: the
+        /// same id, the same fields.
+        block_id: u64,
     },
     /// Body bytes of a request: `data` indexes the input given to
     /// [`Connection::recv`]. Request trailers arrive as an empty `Data` with
@@ -118,6 +122,8 @@ pub struct Connection {
     recv_flow: RecvFlow,
     send_flow: SendFlow,
     blocks: BlockAssembler,
+    /// The last request header block, decoded.
+    repeated: RepeatedBlock,
     fields: Fields,
     output: Output,
     /// Frames that made the server work without carrying a request forward
@@ -148,6 +154,7 @@ impl Connection {
             recv_flow,
             send_flow: SendFlow::new(),
             blocks: BlockAssembler::new(config.max_header_block_size),
+            repeated: RepeatedBlock::default(),
             fields: Fields::default(),
             output,
             unproductive: 0,
@@ -437,13 +444,14 @@ impl Connection {
         let is_trailers = self.streams.contains(id);
         let first_field = self.fields.len();
         let max_list = self.config.max_header_list_size as usize;
-        let check = header_block::decode(
-            &mut self.decoder,
-            block,
-            is_trailers,
-            max_list,
-            &mut self.fields,
-        )?;
+        let (check, block_id) = if is_trailers {
+            let check =
+                header_block::decode(&mut self.decoder, block, true, max_list, &mut self.fields)?;
+            (check, 0)
+        } else {
+            self.repeated
+                .decode(&mut self.decoder, block, max_list, &mut self.fields)?
+        };
         let too_large = check.list_size > max_list;
 
         if is_trailers {
@@ -505,6 +513,7 @@ impl Connection {
             fields: first_field..self.fields.len(),
             end_stream,
             too_large,
+            block_id,
         });
         Ok(())
     }

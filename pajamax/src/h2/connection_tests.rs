@@ -329,6 +329,7 @@ fn request_headers_become_an_event_with_their_fields() {
         fields,
         end_stream,
         too_large,
+        ..
     } = events[0].clone()
     else {
         panic!("{events:?}")

@@ -158,6 +158,18 @@ impl Fields {
         });
     }
 
+    /// Appends every field of `other`, as they are.
+    pub(crate) fn extend_from(&mut self, other: &Fields) {
+        let shift = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(&other.bytes);
+        self.entries.extend(other.entries.iter().map(|entry| Entry {
+            start: entry.start + shift,
+            mid: entry.mid + shift,
+            end: entry.end + shift,
+            ..*entry
+        }));
+    }
+
     /// Keeps the first `len` fields.
     pub fn truncate(&mut self, len: usize) {
         if let Some(entry) = self.entries.get(len) {
@@ -375,7 +387,7 @@ pub const fn classify(name: &[u8], value: &[u8]) -> FieldInfo {
 /// Tracks one header block while it is decoded and finds what makes it
 /// malformed: upper-case names, pseudo-headers out of place, unknown or
 /// repeated, connection-specific fields, a `te` other than `trailers`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct FieldCheck {
     trailers: bool,
     seen_regular: bool,

@@ -3,7 +3,7 @@
 //! fields.
 
 use crate::h2::error::Error;
-use crate::h2::fields::{FieldCheck, Fields};
+use crate::h2::fields::{FieldCheck, FieldInfo, Fields};
 use crate::h2::frame::headers::Headers;
 use crate::h2::frame::{flag, FrameHeader, Reason};
 use crate::h2::hpack::Decoder;
@@ -119,4 +119,158 @@ pub(crate) fn decode(
         fields.truncate(first_field);
     }
     Ok(check)
+}
+
+/// The longest request block remembered.
+const REPEAT_MAX: usize = 512;
+
+/// The last request header block that decoded without changing the HPACK
+/// table, and what came of it. Clients repeat the same block call after call
+/// (the same method, the same fields, all indexed or remembered); while the
+/// table stays the same, a repeat decodes to the same fields, so it costs a
+/// comparison and a copy.
+#[derive(Default)]
+pub(crate) struct RepeatedBlock {
+    block: Vec<u8>,
+    /// The decoder's table changes when it was decoded.
+    state: u64,
+    fields: Fields,
+    check: Option<FieldCheck>,
+    id: u64,
+}
+
+impl RepeatedBlock {
+    /// Decodes a request block, or takes what the same block decoded to last
+    /// time; appends its fields to `fields`. Returns the verdict on the
+    /// fields and an id for the remembered block (0 if decoded afresh).
+    pub(crate) fn decode(
+        &mut self,
+        decoder: &mut Decoder,
+        block: &[u8],
+        max_list: usize,
+        fields: &mut Fields,
+    ) -> Result<(FieldCheck, u64), Error> {
+        let state = decoder.table_changes();
+        if let Some(check) = &self.check {
+            if self.state == state && self.block.len() == block.len() && self.block == block {
+                fields.extend_from(&self.fields);
+                return Ok((check.clone(), self.id));
+            }
+        }
+        let first = fields.len();
+        let check = decode(decoder, block, false, max_list, fields)?;
+        if decoder.table_changes() == state
+            && block.len() <= REPEAT_MAX
+            && check.finish().is_ok()
+            && check.list_size <= max_list
+        {
+            self.block.clear();
+            self.block.extend_from_slice(block);
+            self.state = state;
+            self.fields.clear();
+            for field in fields.classified(first..fields.len()) {
+                let info = FieldInfo {
+                    kind: field.kind,
+                    flag: field.flag,
+                    ..FieldInfo::OTHER
+                };
+                self.fields
+                    .push_classified(field.name, field.value, &info, field.id);
+            }
+            self.check = Some(check.clone());
+            self.id += 1;
+            return Ok((check, self.id));
+        }
+        Ok((check, 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::h2::hpack::{Encoder, Indexing};
+
+    fn block(encoder: &mut Encoder, fields: &[(&str, &str, Indexing)]) -> Vec<u8> {
+        let mut block = Vec::new();
+        encoder.begin_block(&mut block);
+        for (name, value, indexing) in fields {
+            encoder.encode(name.as_bytes(), value.as_bytes(), *indexing, &mut block);
+        }
+        block
+    }
+
+    fn listed(fields: &Fields) -> Vec<(Vec<u8>, Vec<u8>)> {
+        fields
+            .iter_all()
+            .map(|(n, v)| (n.to_vec(), v.to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn a_repeated_block_is_taken_from_memory_while_the_table_stays() {
+        let mut encoder = Encoder::new();
+        let mut decoder = Decoder::new(4096);
+        let mut repeated = RepeatedBlock::default();
+        let request = [
+            (":method", "POST", Indexing::Incremental),
+            (":scheme", "http", Indexing::Incremental),
+            (":path", "/a.B/C", Indexing::None),
+            ("x-user", "alice", Indexing::Incremental),
+            ("content-length", "5", Indexing::None),
+        ];
+        let mut ids = Vec::new();
+        let mut lists = Vec::new();
+        for _ in 0..3 {
+            let bytes = block(&mut encoder, &request);
+            let mut fields = Fields::default();
+            let (check, id) = repeated
+                .decode(&mut decoder, &bytes, 16 << 10, &mut fields)
+                .unwrap();
+            assert_eq!(check.finish(), Ok(()));
+            assert_eq!(check.content_length, Some(5));
+            ids.push(id);
+            lists.push(listed(&fields));
+        }
+        // The first block adds x-user to the table: not remembered. The
+        // second, all indexed or literal, is; the third is the same bytes.
+        assert_eq!(ids[0], 0);
+        assert_ne!(ids[1], 0);
+        assert_eq!(ids[2], ids[1]);
+        assert_eq!(lists[0], lists[1]);
+        assert_eq!(lists[1], lists[2]);
+        assert_eq!(lists[2][3], (b"x-user".to_vec(), b"alice".to_vec()));
+
+        // Another field enters the table: the same bytes now mean other
+        // entries, so the block is decoded again.
+        let other = block(&mut encoder, &[("x-other", "1", Indexing::Incremental)]);
+        let mut fields = Fields::default();
+        decode(&mut decoder, &other, false, 16 << 10, &mut fields).unwrap();
+        let bytes = block(&mut encoder, &request);
+        let mut fields = Fields::default();
+        let (_, id) = repeated
+            .decode(&mut decoder, &bytes, 16 << 10, &mut fields)
+            .unwrap();
+        assert_ne!(id, ids[1], "decoded afresh");
+        assert_eq!(listed(&fields), lists[0]);
+    }
+
+    #[test]
+    fn malformed_blocks_are_not_remembered() {
+        let mut encoder = Encoder::new();
+        let mut decoder = Decoder::new(4096);
+        let mut repeated = RepeatedBlock::default();
+        let bad = [
+            (":method", "POST", Indexing::None),
+            ("te", "gzip", Indexing::None),
+        ];
+        for _ in 0..2 {
+            let bytes = block(&mut encoder, &bad);
+            let mut fields = Fields::default();
+            let (check, id) = repeated
+                .decode(&mut decoder, &bytes, 16 << 10, &mut fields)
+                .unwrap();
+            assert!(check.finish().is_err());
+            assert_eq!(id, 0);
+        }
+    }
 }

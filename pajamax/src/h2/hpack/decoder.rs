@@ -150,6 +150,12 @@ impl Decoder {
         }
     }
 
+    /// A count that changes whenever the dynamic table changes: a block
+    /// decoded at one count decodes the same while it stays.
+    pub fn table_changes(&self) -> u64 {
+        self.table.changes()
+    }
+
     /// Decodes one complete header block (HEADERS + CONTINUATION payloads
     /// already joined), calling `emit(name, value)` for every field in
     /// order.

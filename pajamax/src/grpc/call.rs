@@ -9,6 +9,7 @@ use crate::grpc::router::Route;
 use crate::grpc::status::Status;
 use crate::grpc::streaming::{RawHandler, RawProducer};
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -20,6 +21,9 @@ pub(crate) struct Call {
     pub route: Option<Route>,
     /// The request's custom headers.
     pub metadata: Metadata,
+    /// The custom headers of a request that repeats the header block of an
+    /// earlier one, shared with the calls that do; `metadata` is then empty.
+    pub shared_metadata: Option<Rc<Metadata>>,
     /// When the client gives up.
     pub deadline: Option<Instant>,
     /// Request bytes not yet consumed.
@@ -91,10 +95,16 @@ impl RemoteCall {
 }
 
 impl Call {
+    /// The request's custom headers.
+    pub(crate) fn request_metadata(&self) -> &Metadata {
+        self.shared_metadata.as_deref().unwrap_or(&self.metadata)
+    }
+
     /// Readies a finished call's room for the next one.
     pub(crate) fn reset(&mut self) {
         self.route = None;
         self.metadata.clear();
+        self.shared_metadata = None;
         self.deadline = None;
         self.inbound.clear();
         self.unreleased = 0;

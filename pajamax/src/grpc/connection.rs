@@ -38,6 +38,7 @@ use crate::h2::Config as H2Config;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -77,7 +78,8 @@ struct RepeatedHead {
     block_id: u64,
     route: Route,
     timeout: Option<std::time::Duration>,
-    metadata: crate::grpc::metadata::Metadata,
+    /// Shared by the calls that repeat the block.
+    metadata: Rc<crate::grpc::metadata::Metadata>,
 }
 
 impl Default for RepeatedHead {
@@ -304,7 +306,7 @@ impl GrpcConnection {
             // The same header block as a call before: the same route,
             // timeout and metadata.
             Some(repeated) if block_id != 0 && repeated.block_id == block_id => {
-                call.metadata.clone_from(&repeated.metadata);
+                call.shared_metadata = Some(repeated.metadata.clone());
                 call.deadline = repeated.timeout.and_then(|d| now.checked_add(d));
                 Some(repeated.route)
             }
@@ -373,7 +375,7 @@ impl GrpcConnection {
             repeated.block_id = block_id;
             repeated.route = route;
             repeated.timeout = head.timeout;
-            repeated.metadata.clone_from(&call.metadata);
+            repeated.metadata = Rc::new(call.metadata.clone());
         }
         Ok(Some(route))
     }
@@ -535,7 +537,7 @@ impl GrpcConnection {
         self.response_metadata.clear();
         let service = self.router.service(route.service);
         let mut ctx = Context::new(
-            &call.metadata,
+            call.request_metadata(),
             call.deadline,
             self.peer,
             &mut self.response_metadata,
@@ -580,7 +582,12 @@ impl GrpcConnection {
         message: &[u8],
     ) {
         let service = self.router.service(route.service);
-        let mut ctx = Context::new(&call.metadata, call.deadline, self.peer, &mut call.response);
+        let mut ctx = Context::new(
+            call.shared_metadata.as_deref().unwrap_or(&call.metadata),
+            call.deadline,
+            self.peer,
+            &mut call.response,
+        );
         if let Some((inbox, connection)) = &self.inbox {
             ctx = ctx.answer_to(AnswerTo {
                 inbox,
@@ -637,7 +644,12 @@ impl GrpcConnection {
             return self.answer_status(stream, &status);
         }
         let service = self.router.service(route.service);
-        let mut ctx = Context::new(&call.metadata, call.deadline, self.peer, &mut call.response);
+        let mut ctx = Context::new(
+            call.shared_metadata.as_deref().unwrap_or(&call.metadata),
+            call.deadline,
+            self.peer,
+            &mut call.response,
+        );
         if let Some((inbox, connection)) = &self.inbox {
             ctx = ctx.answer_to(AnswerTo {
                 inbox,
@@ -726,8 +738,12 @@ impl GrpcConnection {
                     out.messages.clear();
                     out.headers_now = false;
                     out.full = false;
-                    let mut ctx =
-                        Context::new(&call.metadata, call.deadline, self.peer, &mut call.response);
+                    let mut ctx = Context::new(
+                        call.shared_metadata.as_deref().unwrap_or(&call.metadata),
+                        call.deadline,
+                        self.peer,
+                        &mut call.response,
+                    );
                     let message = &call.inbound.bytes()[range.start + PREFIX_LEN..range.end];
                     match executor::on_message(handler.as_mut(), &mut ctx, message, out) {
                         Ok(()) => true,
@@ -789,8 +805,12 @@ impl GrpcConnection {
                 out.messages.clear();
                 out.headers_now = false;
                 out.full = false;
-                let mut ctx =
-                    Context::new(&call.metadata, call.deadline, self.peer, &mut call.response);
+                let mut ctx = Context::new(
+                    call.shared_metadata.as_deref().unwrap_or(&call.metadata),
+                    call.deadline,
+                    self.peer,
+                    &mut call.response,
+                );
                 let client_streaming = call
                     .route
                     .is_some_and(|r| r.kind == MethodKind::ClientStreaming);

@@ -260,7 +260,8 @@ impl GrpcConnection {
         let mut events = std::mem::take(&mut self.events);
         events.clear();
         let used = self.h2.recv(input, &mut events);
-        for event in events.drain(..) {
+        let mut events_in_order = events.drain(..).peekable();
+        while let Some(event) = events_in_order.next() {
             match event {
                 Event::Request {
                     stream,
@@ -268,7 +269,30 @@ impl GrpcConnection {
                     end_stream,
                     too_large,
                     block_id,
-                } => self.on_request(stream, fields, end_stream, too_large, block_id, now),
+                } => {
+                    let waiting =
+                        self.on_request(stream, fields, end_stream, too_large, block_id, now);
+                    let Some(call) = waiting else {
+                        continue;
+                    };
+                    // The body that follows at once, when it is the whole
+                    // of it, is taken without a trip through the table.
+                    let body = match events_in_order.peek() {
+                        Some(Event::Data {
+                            stream: of,
+                            data,
+                            end_stream: true,
+                        }) if *of == stream => Some(data.clone()),
+                        _ => None,
+                    };
+                    match body {
+                        Some(data) if self.is_whole_request(&call, &input[data.clone()]) => {
+                            events_in_order.next();
+                            self.run_single(stream, call, &input[data][PREFIX_LEN..], now);
+                        }
+                        _ => self.wait_for_body(stream, call),
+                    }
+                }
                 Event::Data {
                     stream,
                     data,
@@ -278,6 +302,7 @@ impl GrpcConnection {
                 Event::Writable { stream } => self.on_writable(stream),
             }
         }
+        drop(events_in_order);
         self.events = events;
         if !self.new_deadlines.is_empty() {
             self.arm_deadlines();
@@ -286,6 +311,8 @@ impl GrpcConnection {
         used
     }
 
+    /// A new request: answered at once, started, or returned to wait for
+    /// its body.
     #[allow(clippy::too_many_arguments)]
     fn on_request(
         &mut self,
@@ -295,10 +322,11 @@ impl GrpcConnection {
         too_large: bool,
         block_id: u64,
         now: Instant,
-    ) {
+    ) -> Option<Box<Call>> {
         if too_large {
             let status = Status::resource_exhausted("request header list too large");
-            return self.answer_status(stream, &status);
+            self.answer_status(stream, &status);
+            return None;
         }
         let mut call = self.spare.pop().unwrap_or_default();
         call.recv_done = end_stream;
@@ -314,7 +342,8 @@ impl GrpcConnection {
                 Ok(route) => route,
                 Err(status) => {
                     self.recycle(call);
-                    return self.answer_status(stream, &status);
+                    self.answer_status(stream, &status);
+                    return None;
                 }
             },
         };
@@ -324,16 +353,34 @@ impl GrpcConnection {
                 route.kind,
                 MethodKind::ClientStreaming | MethodKind::BidiStreaming
             ) {
-                return self.start_inbound(stream, call, route, now);
+                self.start_inbound(stream, call, route, now);
+                return None;
             }
         }
         if end_stream {
-            return self.finish_collecting(stream, call, now);
+            self.finish_collecting(stream, call, now);
+            return None;
         }
+        Some(call)
+    }
+
+    /// Keeps a call until its request body arrives.
+    fn wait_for_body(&mut self, stream: u32, call: Box<Call>) {
         if call.deadline.is_some() {
             self.new_deadlines.push(stream);
         }
         self.calls.insert(stream, call);
+    }
+
+    /// Whether `data`, the body that ends a new call's request, is its one
+    /// whole message, to be run without a copy.
+    #[inline]
+    fn is_whole_request(&self, call: &Call, data: &[u8]) -> bool {
+        call.inbound.is_empty()
+            && matches!(call.state, State::Collecting)
+            && call.route.is_some()
+            && framing::message_len(data) == Some(data.len())
+            && framing::check_prefix(data, self.max_message).is_ok()
     }
 
     /// Reads a request's head into `call`: its route (`None` for a request

@@ -25,7 +25,7 @@ pub use grpc::streaming::{
     BidiHandler, BidiStream, ClientStream, ClientStreamHandler, Next, Producer, Responses,
     ServerStream,
 };
-pub use server::{Builder, Server, ServerHandle, Stats};
+pub use server::{Builder, Server, ServerHandle, Stats, WorkerStats};
 
 /// Includes the Rust code that `pajamax-build` generated for a proto package.
 ///

@@ -258,8 +258,17 @@ impl ServerHandle {
         self.shared.total_connections()
     }
 
-    /// High-water marks of what peers made the server hold, and how many
-    /// connections it closed for a protocol error.
+    /// High-water marks of what peers made the server hold, how many
+    /// connections it closed for a protocol error, and what each worker
+    /// has done.
+    ///
+    /// ```no_run
+    /// # fn show(server: &pajamax::ServerHandle) {
+    /// for (i, worker) in server.stats().workers.iter().enumerate() {
+    ///     println!("worker {i}: {:.1} answers per write", worker.requests_per_write());
+    /// }
+    /// # }
+    /// ```
     pub fn stats(&self) -> Stats {
         let load = |counter: &std::sync::atomic::AtomicUsize| counter.load(Ordering::Relaxed);
         Stats {
@@ -269,6 +278,16 @@ impl ServerHandle {
             peak_buffered_request_bytes: load(&self.shared.peak_buffered),
             peak_open_streams: load(&self.shared.peak_streams),
             connection_errors: load(&self.shared.connection_errors),
+            workers: self
+                .shared
+                .counters
+                .iter()
+                .map(|counters| WorkerStats {
+                    requests_answered: counters.answered.load(Ordering::Relaxed),
+                    reads: counters.reads.load(Ordering::Relaxed),
+                    writes: counters.writes.load(Ordering::Relaxed),
+                })
+                .collect(),
         }
     }
 
@@ -302,7 +321,7 @@ impl ServerHandle {
 }
 
 /// Counters a running server exposes; see [`ServerHandle::stats`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stats {
     /// Connections held now.
     pub connections: usize,
@@ -319,4 +338,30 @@ pub struct Stats {
     pub peak_open_streams: usize,
     /// Connections the server closed with a GOAWAY carrying an error code.
     pub connection_errors: usize,
+    /// What each worker has done, in worker order.
+    pub workers: Vec<WorkerStats>,
+}
+
+/// What one worker has done since the server started (counted as it goes,
+/// published once per turn of its loop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WorkerStats {
+    /// Calls answered: their status sent.
+    pub requests_answered: u64,
+    /// Socket reads that brought bytes in.
+    pub reads: u64,
+    /// Socket writes that sent bytes out.
+    pub writes: u64,
+}
+
+impl WorkerStats {
+    /// Answers per write: how much one write carries, the batching at
+    /// work (0 before the first write).
+    pub fn requests_per_write(&self) -> f64 {
+        if self.writes == 0 {
+            0.0
+        } else {
+            self.requests_answered as f64 / self.writes as f64
+        }
+    }
 }

@@ -263,6 +263,35 @@ async fn repeated_header_blocks_keep_each_calls_metadata() {
 }
 
 #[tokio::test]
+async fn workers_count_answers_reads_and_writes() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let channel = connect(&server).await;
+    let calls: Vec<_> = (0..200)
+        .map(|i| {
+            let channel = channel.clone();
+            tokio::spawn(async move { call(channel, "Echo", text(&i.to_string())).await })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap().unwrap();
+    }
+    // Published once per turn of the worker's loop: wait for that turn.
+    let mut worker = Default::default();
+    for _ in 0..200 {
+        worker = server.stats().workers[0];
+        if worker.requests_answered == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(worker.requests_answered, 200, "{worker:?}");
+    assert!(worker.reads >= 1 && worker.writes >= 1, "{worker:?}");
+    assert!(worker.writes <= 200, "{worker:?}");
+    assert!(worker.requests_per_write() >= 1.0, "{worker:?}");
+    stop(server).await;
+}
+
+#[tokio::test]
 async fn deadline_reaches_the_handler() {
     let server = start(pajamax::Server::builder().workers(1));
     let channel = connect(&server).await;

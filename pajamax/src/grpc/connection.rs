@@ -139,6 +139,8 @@ pub struct GrpcConnection {
     /// The head of the last gRPC request whose header block the codec
     /// remembered, by the block's id.
     repeated: Option<RepeatedHead>,
+    /// Calls answered (their status sent) since the runtime last asked.
+    answered: u64,
     /// Where answers from other threads come back, and this connection's
     /// id there.
     inbox: Option<(Arc<Inbox>, u64)>,
@@ -184,6 +186,7 @@ impl GrpcConnection {
             memos: response::Memos::default(),
             last_route: None,
             repeated: None,
+            answered: 0,
             inbox: None,
             timers: Timers::default(),
             ready: VecDeque::new(),
@@ -232,6 +235,12 @@ impl GrpcConnection {
     /// Request bytes the calls hold now.
     pub fn buffered_request_bytes(&self) -> usize {
         self.buffered
+    }
+
+    /// Calls answered (their status sent) since the last call of this
+    /// method.
+    pub fn take_answered(&mut self) -> u64 {
+        std::mem::take(&mut self.answered)
     }
 
     /// The calls open now.
@@ -537,6 +546,7 @@ impl GrpcConnection {
     fn finish_collecting(&mut self, stream: u32, call: Box<Call>, now: Instant) {
         if call.route.is_none() {
             self.recycle(call);
+            self.answered += 1;
             return response::send_not_grpc(&mut self.h2, stream);
         }
         let bytes = call.inbound.bytes();
@@ -1231,6 +1241,7 @@ impl GrpcConnection {
 
     /// The unary answer in `self.reply`, with `self.response_metadata`.
     fn answer_message(&mut self, stream: u32) {
+        self.answered += 1;
         let md = &self.response_metadata;
         response::send_answer(
             &mut self.h2,
@@ -1246,6 +1257,7 @@ impl GrpcConnection {
     /// A trailers-only answer carrying `status`, with any metadata the
     /// handler set.
     fn answer_status(&mut self, stream: u32, status: &Status) {
+        self.answered += 1;
         let md = &self.response_metadata;
         response::send_status_only(
             &mut self.h2,
@@ -1262,6 +1274,7 @@ impl GrpcConnection {
     /// answer) with `status` (`None` for `OK`), and the thread serving it,
     /// if any, learns that it ended.
     fn end_call(&mut self, stream: u32, call: Box<Call>, status: Option<Status>) {
+        self.answered += 1;
         if let State::Remote(remote) = &call.state {
             remote.shared.cancel(CancelReason::Ended);
         }

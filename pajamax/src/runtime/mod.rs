@@ -4,7 +4,7 @@ pub(crate) mod acceptor;
 pub(crate) mod worker;
 
 use crate::grpc::connection::GrpcConfig;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Runtime settings, filled by the [`Builder`](crate::server::Builder).
@@ -37,6 +37,20 @@ pub(crate) struct Shared {
     pub peak_streams: AtomicUsize,
     /// Connections closed by the server with a GOAWAY carrying an error.
     pub connection_errors: AtomicUsize,
+    /// What each worker has done, published by the worker once per turn
+    /// of its loop.
+    pub counters: Vec<WorkerCounters>,
+}
+
+/// The running totals of one worker.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerCounters {
+    /// Calls answered (a status sent).
+    pub answered: AtomicU64,
+    /// Reads that brought bytes in.
+    pub reads: AtomicU64,
+    /// Writes that sent bytes out.
+    pub writes: AtomicU64,
 }
 
 impl Shared {
@@ -49,6 +63,7 @@ impl Shared {
             peak_buffered: AtomicUsize::new(0),
             peak_streams: AtomicUsize::new(0),
             connection_errors: AtomicUsize::new(0),
+            counters: (0..workers).map(|_| WorkerCounters::default()).collect(),
         }
     }
 

@@ -55,6 +55,18 @@ struct Conn {
     lingering_since: Option<Instant>,
     /// The time this connection is on the worker's timer for.
     timer: Option<Instant>,
+    /// Reads that brought bytes, and writes that sent some, since the
+    /// worker last counted them.
+    reads: u64,
+    writes: u64,
+}
+
+/// What a worker has done, counted locally and published once per turn.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counted {
+    answered: u64,
+    reads: u64,
+    writes: u64,
 }
 
 pub(crate) struct Worker {
@@ -75,6 +87,8 @@ pub(crate) struct Worker {
     /// When connections need their timeouts handled: (time, slot,
     /// generation). Stale entries are skipped when they come up.
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    counted: Counted,
+    published: Counted,
     shutting_down_since: Option<Instant>,
 }
 
@@ -112,6 +126,8 @@ impl Worker {
             deliveries: Vec::new(),
             again: Vec::new(),
             timers: BinaryHeap::new(),
+            counted: Counted::default(),
+            published: Counted::default(),
             shutting_down_since: None,
         }
     }
@@ -173,6 +189,7 @@ impl Worker {
             if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
                 self.begin_shutdown(now);
             }
+            self.publish();
             if now >= next_sweep {
                 self.sweep(now);
                 next_sweep = now + tick;
@@ -181,6 +198,24 @@ impl Worker {
                 break;
             }
         }
+    }
+
+    /// Makes the counters seen by [`ServerHandle::stats`](crate::ServerHandle::stats).
+    #[inline]
+    fn publish(&mut self) {
+        let counted = self.counted;
+        let published = &mut self.published;
+        let shared = &self.shared.counters[self.index];
+        if counted.answered != published.answered {
+            shared.answered.store(counted.answered, Ordering::Relaxed);
+        }
+        if counted.reads != published.reads {
+            shared.reads.store(counted.reads, Ordering::Relaxed);
+        }
+        if counted.writes != published.writes {
+            shared.writes.store(counted.writes, Ordering::Relaxed);
+        }
+        *published = counted;
     }
 
     fn take_new_connections(&mut self, now: Instant) {
@@ -230,6 +265,8 @@ impl Worker {
             error_counted: new.reject,
             lingering_since: None,
             timer: None,
+            reads: 0,
+            writes: 0,
         });
         self.again.push(slot);
         Ok(())
@@ -240,6 +277,9 @@ impl Worker {
             return;
         };
         let outcome = serve(conn, &self.config, now, &mut self.again, slot);
+        self.counted.answered += conn.grpc.take_answered();
+        self.counted.reads += std::mem::take(&mut conn.reads);
+        self.counted.writes += std::mem::take(&mut conn.writes);
         record_peaks(conn, &self.shared);
         if let Outcome::Closed = outcome {
             return self.remove(slot);
@@ -411,6 +451,7 @@ fn serve(
             Err(_) => return Outcome::Closed,
         };
         conn.filled += n;
+        conn.reads += 1;
         conn.last_active = now;
         if process(conn, config, now).is_err() {
             return Outcome::Closed;
@@ -514,7 +555,10 @@ fn flush(conn: &mut Conn) -> io::Result<()> {
     while !conn.grpc.output().is_empty() {
         match conn.socket.write(conn.grpc.output()) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => conn.grpc.advance_output(n),
+            Ok(n) => {
+                conn.writes += 1;
+                conn.grpc.advance_output(n);
+            }
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
             Err(err) => return Err(err),

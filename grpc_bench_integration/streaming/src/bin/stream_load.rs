@@ -1,0 +1,398 @@
+//! Load for the stream bench: C connections carrying S streams in all
+//! (stream i on connection i mod C), on one tokio thread.
+//!
+//! ```text
+//! stream-load --mode subscribe|echo [--addr HOST:PORT] [-c C] [-s S]
+//!             [--count N] [--size B] [--window W]
+//!             [--warmup SECONDS] [--duration SECONDS] [--server-pid PID]
+//! ```
+//!
+//! - `subscribe`: each stream calls `Subscribe(count = N, size = B)` again
+//!   and again, reading every item.
+//! - `echo`: each stream is one `Echo` call that keeps W items in flight:
+//!   W are sent first, then one more for each answer.
+//!
+//! Every item is checked: its number must be the next one of its call and
+//! its payload B bytes long; a `Subscribe` call must bring exactly N items,
+//! an `Echo` call must not end. After the warm-up, the items received in
+//! the measured window are counted, with the CPU time the server (all its
+//! threads, `/proc/PID/task/*/schedstat`) and this client spent in it.
+//! Prints one line of `key=value`; CPU figures are in CPUs (CPU-seconds
+//! per second); `server_system_share` is the kernel's part of the server's
+//! CPU time (`/proc/PID/stat` stime over utime + stime, in clock ticks).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use streaming_bench::payload;
+use streaming_bench::tonic_proto::stream_bench_client::StreamBenchClient;
+use streaming_bench::tonic_proto::{Ask, Item};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::transport::{Channel, Endpoint};
+use tonic::Status;
+
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Subscribe,
+    Echo,
+}
+
+struct Args {
+    mode: Mode,
+    addr: String,
+    connections: usize,
+    streams: usize,
+    count: u32,
+    size: u32,
+    window: usize,
+    warmup: f64,
+    duration: f64,
+    server_pid: Option<u32>,
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: stream-load --mode subscribe|echo [--addr HOST:PORT] [-c C] [-s S] \
+         [--count N] [--size B] [--window W] [--warmup SECONDS] [--duration SECONDS] \
+         [--server-pid PID]"
+    );
+    std::process::exit(2)
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        mode: Mode::Subscribe,
+        addr: "127.0.0.1:50061".to_owned(),
+        connections: 1,
+        streams: 1,
+        count: 10_000,
+        size: 32,
+        window: 16,
+        warmup: 2.0,
+        duration: 5.0,
+        server_pid: None,
+    };
+    let mut mode = None;
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().unwrap_or_else(|| usage());
+        fn num<T: std::str::FromStr>(v: &str) -> T {
+            v.parse().unwrap_or_else(|_| usage())
+        }
+        match flag.as_str() {
+            "--mode" => {
+                mode = Some(match value.as_str() {
+                    "subscribe" => Mode::Subscribe,
+                    "echo" => Mode::Echo,
+                    _ => usage(),
+                })
+            }
+            "--addr" => args.addr = value,
+            "-c" | "--connections" => args.connections = num(&value),
+            "-s" | "--streams" => args.streams = num(&value),
+            "--count" => args.count = num(&value),
+            "--size" => args.size = num(&value),
+            "--window" => args.window = num(&value),
+            "--warmup" => args.warmup = num(&value),
+            "--duration" => args.duration = num(&value),
+            "--server-pid" => args.server_pid = Some(num(&value)),
+            _ => usage(),
+        }
+    }
+    args.mode = mode.unwrap_or_else(|| usage());
+    if args.connections == 0 || args.streams == 0 || args.window == 0 || args.count == 0 {
+        usage();
+    }
+    args
+}
+
+/// What went wrong, over all streams.
+#[derive(Default)]
+struct Faults {
+    /// Calls that failed or ended with an error status.
+    errors: AtomicU64,
+    /// Items out of order or of the wrong size.
+    bad_items: AtomicU64,
+    /// `Subscribe` calls that ended OK with fewer or more items than asked;
+    /// `Echo` calls that ended OK.
+    short_calls: AtomicU64,
+    first: Mutex<Option<String>>,
+}
+
+impl Faults {
+    fn note(&self, counter: &AtomicU64, what: String) {
+        counter.fetch_add(1, Relaxed);
+        let mut first = self.first.lock().unwrap();
+        if first.is_none() {
+            eprintln!("stream-load: {what}");
+            *first = Some(what);
+        }
+    }
+
+    fn error(&self, status: Status) {
+        self.note(&self.errors, format!("error: {status:?}"));
+    }
+}
+
+/// Items received by one stream. Only its own task adds to it.
+#[derive(Default)]
+struct Received(AtomicU64);
+
+impl Received {
+    fn add_one(&self) {
+        self.0.store(self.0.load(Relaxed) + 1, Relaxed);
+    }
+}
+
+async fn subscribe_stream(
+    mut client: StreamBenchClient<Channel>,
+    count: u32,
+    size: u32,
+    received: Arc<Received>,
+    faults: Arc<Faults>,
+) {
+    loop {
+        let mut items = match client.subscribe(Ask { count, size }).await {
+            Ok(response) => response.into_inner(),
+            Err(status) => {
+                faults.error(status);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let mut next = 0u64;
+        loop {
+            match items.message().await {
+                Ok(Some(item)) => {
+                    if item.seq != next || item.payload.len() != size as usize {
+                        faults.note(
+                            &faults.bad_items,
+                            format!(
+                                "subscribe: item {} of {} bytes where item {next} of {size} was due",
+                                item.seq,
+                                item.payload.len()
+                            ),
+                        );
+                    }
+                    next += 1;
+                    received.add_one();
+                }
+                Ok(None) => {
+                    if next != u64::from(count) {
+                        faults.note(
+                            &faults.short_calls,
+                            format!("subscribe: call ended OK after {next} of {count} items"),
+                        );
+                    }
+                    break;
+                }
+                Err(status) => {
+                    faults.error(status);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+async fn echo_stream(
+    mut client: StreamBenchClient<Channel>,
+    window: usize,
+    size: u32,
+    received: Arc<Received>,
+    faults: Arc<Faults>,
+) {
+    let payload = payload(size);
+    loop {
+        let (requests, outgoing) = tokio::sync::mpsc::unbounded_channel();
+        let mut sent = 0u64;
+        let send = |sent: &mut u64| {
+            let _ = requests.send(Item {
+                seq: *sent,
+                payload: payload.clone(),
+            });
+            *sent += 1;
+        };
+        // A tonic client's call returns once the response headers arrive,
+        // which a server may send with the first answer: the first items
+        // are queued before the call.
+        for _ in 0..window {
+            send(&mut sent);
+        }
+        let mut answers = match client.echo(UnboundedReceiverStream::new(outgoing)).await {
+            Ok(response) => response.into_inner(),
+            Err(status) => {
+                faults.error(status);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let mut next = 0u64;
+        loop {
+            match answers.message().await {
+                Ok(Some(item)) => {
+                    if item.seq != next || item.payload.len() != size as usize {
+                        faults.note(
+                            &faults.bad_items,
+                            format!(
+                                "echo: item {} of {} bytes where item {next} of {size} was due",
+                                item.seq,
+                                item.payload.len()
+                            ),
+                        );
+                    }
+                    next += 1;
+                    received.add_one();
+                    send(&mut sent);
+                }
+                Ok(None) => {
+                    faults.note(
+                        &faults.short_calls,
+                        format!("echo: call ended OK after {next} items"),
+                    );
+                    break;
+                }
+                Err(status) => {
+                    faults.error(status);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Nanoseconds on a CPU of all the threads of `pid` ("self" for this
+/// process), from `/proc/PID/task/*/schedstat`.
+fn cpu_ns(pid: &str) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// utime and stime of `/proc/PID/stat` (all threads of `pid`), in clock
+/// ticks.
+fn user_system_ticks(pid: &str) -> (u64, u64) {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return (0, 0);
+    };
+    // The command name may hold spaces: the fields start after the last ')'.
+    let fields: Vec<&str> = stat[stat.rfind(')').map_or(0, |i| i + 2)..]
+        .split_whitespace()
+        .collect();
+    let tick = |i: usize| fields.get(i).and_then(|v| v.parse().ok()).unwrap_or(0);
+    (tick(11), tick(12))
+}
+
+struct Snapshot {
+    at: Instant,
+    per_stream: Vec<u64>,
+    server_ns: u64,
+    client_ns: u64,
+    server_ticks: (u64, u64),
+}
+
+fn snapshot(received: &[Arc<Received>], server_pid: &Option<String>) -> Snapshot {
+    Snapshot {
+        at: Instant::now(),
+        per_stream: received.iter().map(|r| r.0.load(Relaxed)).collect(),
+        server_ns: server_pid.as_deref().map_or(0, cpu_ns),
+        client_ns: cpu_ns("self"),
+        server_ticks: server_pid.as_deref().map_or((0, 0), user_system_ticks),
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let endpoint = Endpoint::from_shared(format!("http://{}", args.addr))?.tcp_nodelay(true);
+    let mut channels = Vec::with_capacity(args.connections);
+    for _ in 0..args.connections {
+        channels.push(endpoint.connect().await?);
+    }
+    let faults = Arc::new(Faults::default());
+    let mut received = Vec::with_capacity(args.streams);
+    for i in 0..args.streams {
+        let client = StreamBenchClient::new(channels[i % args.connections].clone());
+        let counter = Arc::new(Received::default());
+        received.push(counter.clone());
+        let faults = faults.clone();
+        match args.mode {
+            Mode::Subscribe => tokio::spawn(subscribe_stream(
+                client, args.count, args.size, counter, faults,
+            )),
+            Mode::Echo => {
+                tokio::spawn(echo_stream(client, args.window, args.size, counter, faults))
+            }
+        };
+    }
+
+    let server_pid = args.server_pid.map(|pid| pid.to_string());
+    tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
+    let start = snapshot(&received, &server_pid);
+    tokio::time::sleep(Duration::from_secs_f64(args.duration)).await;
+    let end = snapshot(&received, &server_pid);
+
+    let secs = (end.at - start.at).as_secs_f64();
+    let deltas: Vec<u64> = end
+        .per_stream
+        .iter()
+        .zip(&start.per_stream)
+        .map(|(e, s)| e - s)
+        .collect();
+    let messages: u64 = deltas.iter().sum();
+    let cpus = |from: u64, to: u64| (to - from) as f64 / 1e9 / secs;
+    println!(
+        "mode={} c={} s={} count={} size={} window={} secs={secs:.3} messages={messages} \
+         rate={:.0} server_cpu={:.4} client_cpu={:.4} errors={} bad_items={} short_calls={} \
+         idle_streams={} min_stream={} max_stream={} server_system_share={:.2}",
+        match args.mode {
+            Mode::Subscribe => "subscribe",
+            Mode::Echo => "echo",
+        },
+        args.connections,
+        args.streams,
+        args.count,
+        args.size,
+        args.window,
+        messages as f64 / secs,
+        if server_pid.is_some() {
+            cpus(start.server_ns, end.server_ns)
+        } else {
+            f64::NAN
+        },
+        cpus(start.client_ns, end.client_ns),
+        faults.errors.load(Relaxed),
+        faults.bad_items.load(Relaxed),
+        faults.short_calls.load(Relaxed),
+        deltas.iter().filter(|&&d| d == 0).count(),
+        deltas.iter().min().unwrap_or(&0),
+        deltas.iter().max().unwrap_or(&0),
+        {
+            let user = end.server_ticks.0 - start.server_ticks.0;
+            let system = end.server_ticks.1 - start.server_ticks.1;
+            system as f64 / (user + system).max(1) as f64
+        },
+    );
+    Ok(())
+}
+
+fn main() {
+    let args = parse_args();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    if let Err(e) = runtime.block_on(run(args)) {
+        eprintln!("stream-load: {e}");
+        std::process::exit(1);
+    }
+    // The streams are still running: leave without waiting for them.
+    std::process::exit(0);
+}

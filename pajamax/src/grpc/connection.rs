@@ -772,6 +772,11 @@ impl GrpcConnection {
     /// for what was taken, and ends the request side once the client is
     /// done.
     fn pump(&mut self, stream: u32) {
+        // What a handler answers to the messages of one read leaves
+        // together, in as few DATA frames as it fills.
+        self.outgoing.messages.clear();
+        self.outgoing.headers_now = false;
+        self.outgoing.full = false;
         loop {
             let Some(call) = self.calls.get_mut(&stream) else {
                 return;
@@ -792,9 +797,6 @@ impl GrpcConnection {
                         break;
                     }
                     let out = &mut self.outgoing;
-                    out.messages.clear();
-                    out.headers_now = false;
-                    out.full = false;
                     let mut ctx = Context::new(
                         call.shared_metadata.as_deref().unwrap_or(&call.metadata),
                         call.deadline,
@@ -826,9 +828,13 @@ impl GrpcConnection {
             };
             call.inbound.consume(range.len());
             self.buffered -= range.len();
-            if taken {
+            if taken && (self.outgoing.messages.len() >= PRODUCE_CHUNK || self.outgoing.headers_now)
+            {
                 self.send_outgoing(stream);
             }
+        }
+        if !self.outgoing.messages.is_empty() || self.outgoing.headers_now {
+            self.send_outgoing(stream);
         }
         let Some(call) = self.calls.get_mut(&stream) else {
             return;
@@ -929,6 +935,8 @@ impl GrpcConnection {
         if let State::Handling { blocked, .. } = &mut call.state {
             *blocked = call.headers_sent && self.h2.send_capacity(stream) == 0;
         }
+        self.outgoing.messages.clear();
+        self.outgoing.headers_now = false;
     }
 
     /// Sends what the handler produced on a call already taken out of the

@@ -41,6 +41,7 @@ impl Server {
 pub struct Builder {
     config: RuntimeConfig,
     router: Router,
+    on_shutdown: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 impl Default for Builder {
@@ -59,6 +60,7 @@ impl Default for Builder {
                 grpc: GrpcConfig::default(),
             },
             router: Router::new(),
+            on_shutdown: Vec::new(),
         }
     }
 }
@@ -158,6 +160,24 @@ impl Builder {
         self
     }
 
+    /// The fully qualified names of the services added so far, such as
+    /// `helloworld.Greeter`, in the order they were added.
+    pub fn service_names(&self) -> Vec<&'static str> {
+        self.router.service_names().collect()
+    }
+
+    /// Runs `hook` when a graceful shutdown begins, before any connection is
+    /// told to go away: for example to tell health watchers that the server
+    /// is no longer serving. Hooks run in the order they were added.
+    ///
+    /// ```
+    /// let builder = pajamax::Server::builder().on_shutdown(|| println!("draining"));
+    /// ```
+    pub fn on_shutdown(mut self, hook: impl FnOnce() + Send + 'static) -> Builder {
+        self.on_shutdown.push(Box::new(hook));
+        self
+    }
+
     /// Serves on `addr` until the process ends.
     pub fn serve(self, addr: impl ToSocketAddrs) -> io::Result<()> {
         self.bind(addr)?.wait();
@@ -228,6 +248,7 @@ impl Builder {
             config.workers
         );
         Ok(ServerHandle {
+            on_shutdown: self.on_shutdown,
             local_addr,
             shared,
             wakers: worker_wakers,
@@ -239,6 +260,7 @@ impl Builder {
 
 /// A running server.
 pub struct ServerHandle {
+    on_shutdown: Vec<Box<dyn FnOnce() + Send>>,
     local_addr: SocketAddr,
     shared: Arc<Shared>,
     wakers: Vec<Arc<mio::Waker>>,
@@ -303,7 +325,10 @@ impl ServerHandle {
     /// Shuts down gracefully and waits: new connections are no longer
     /// accepted, every connection gets a GOAWAY, calls in flight finish and
     /// are answered, then the threads exit.
-    pub fn shutdown(self) {
+    pub fn shutdown(mut self) {
+        for hook in std::mem::take(&mut self.on_shutdown) {
+            hook();
+        }
         self.shared.shutdown.store(true, Ordering::Release);
         let _ = self.acceptor_waker.wake();
         for waker in &self.wakers {

@@ -49,3 +49,27 @@ async fn shutdown_of_an_idle_server_is_prompt() {
         .unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+#[tokio::test]
+async fn shutdown_hooks_run_first_and_service_names_are_known() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let order = Arc::new(AtomicUsize::new(0));
+    let (first, second) = (order.clone(), order.clone());
+    let builder = pajamax::Server::builder()
+        .workers(1)
+        .on_shutdown(move || {
+            assert_eq!(first.fetch_add(1, Ordering::SeqCst), 0);
+        })
+        .on_shutdown(move || {
+            assert_eq!(second.fetch_add(1, Ordering::SeqCst), 1);
+        });
+    let builder = builder.add_service(common::Probe);
+    assert_eq!(builder.service_names(), ["test.Probe"]);
+    let server = builder.pin_workers(false).bind("127.0.0.1:0").unwrap();
+    let channel = connect(&server).await;
+    common::echo_works(channel, "before").await;
+    assert_eq!(order.load(Ordering::SeqCst), 0, "not before shutdown");
+    common::stop(server).await;
+    assert_eq!(order.load(Ordering::SeqCst), 2);
+}

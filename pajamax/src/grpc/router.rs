@@ -60,6 +60,11 @@ impl Router {
         &*self.services[index as usize]
     }
 
+    /// The names of the services, in the order they were added.
+    pub fn service_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.services.iter().map(|s| s.name())
+    }
+
     /// Whether a service named `name` is registered.
     pub fn has_service(&self, name: &[u8]) -> bool {
         self.services.iter().any(|s| s.name().as_bytes() == name)

@@ -402,7 +402,8 @@ impl GrpcConnection {
         block_id: u64,
         now: Instant,
     ) -> Result<Option<Route>, Status> {
-        let head = head::parse(self.h2.fields().classified(fields), &mut call.metadata);
+        let (list, fields) = self.h2.request_fields(fields, block_id);
+        let head = head::parse(list.classified(fields), &mut call.metadata);
         call.deadline = head.timeout.and_then(|d| now.checked_add(d));
         if !head.is_grpc {
             return Ok(None);

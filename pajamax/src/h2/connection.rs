@@ -55,7 +55,9 @@ pub enum Event {
     Request {
         /// The stream the request opened.
         stream: u32,
-        /// Indexes of its header fields.
+        /// Indexes of its header fields in [`Connection::fields`]; empty for
+        /// a remembered block (see `block_id`), whose fields
+        /// [`Connection::request_fields`] gives.
         fields: Range<usize>,
         /// The request has no body.
         end_stream: bool,
@@ -167,9 +169,23 @@ impl Connection {
 
     // ----- getters -----
 
-    /// The header fields of the requests of the last [`Connection::recv`].
+    /// The header fields of the requests of the last [`Connection::recv`]
+    /// that were decoded afresh; see [`Connection::request_fields`].
     pub fn fields(&self) -> &Fields {
         &self.fields
+    }
+
+    /// The header fields of an [`Event::Request`] of the last
+    /// [`Connection::recv`], by its `fields` and `block_id`: a remembered
+    /// block's fields are kept once, not copied for each request.
+    pub fn request_fields(&self, fields: Range<usize>, block_id: u64) -> (&Fields, Range<usize>) {
+        if !fields.is_empty() || block_id == 0 {
+            return (&self.fields, fields);
+        }
+        match self.repeated.fields_of(block_id) {
+            Some(kept) => (kept, 0..kept.len()),
+            None => (&self.fields, fields),
+        }
     }
 
     /// Whether the client's preface and first SETTINGS have arrived.
@@ -225,6 +241,7 @@ impl Connection {
     /// appended to `events`, whose `Data` ranges index `input`.
     pub fn recv(&mut self, input: &[u8], events: &mut Vec<Event>) -> usize {
         self.fields.clear();
+        self.repeated.new_batch();
         self.batch = self.batch.wrapping_add(1);
         if self.error.is_some() {
             return input.len();

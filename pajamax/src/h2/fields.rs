@@ -158,18 +158,6 @@ impl Fields {
         });
     }
 
-    /// Appends every field of `other`, as they are.
-    pub(crate) fn extend_from(&mut self, other: &Fields) {
-        let shift = self.bytes.len() as u32;
-        self.bytes.extend_from_slice(&other.bytes);
-        self.entries.extend(other.entries.iter().map(|entry| Entry {
-            start: entry.start + shift,
-            mid: entry.mid + shift,
-            end: entry.end + shift,
-            ..*entry
-        }));
-    }
-
     /// Keeps the first `len` fields.
     pub fn truncate(&mut self, len: usize) {
         if let Some(entry) = self.entries.get(len) {

@@ -137,12 +137,37 @@ pub(crate) struct RepeatedBlock {
     fields: Fields,
     check: Option<FieldCheck>,
     id: u64,
+    /// Remembered blocks replaced during the current batch of input, whose
+    /// fields events of the batch may still name.
+    retired: Vec<(u64, Fields)>,
+    /// Whether an event of this batch names the current block.
+    used: bool,
 }
 
 impl RepeatedBlock {
+    /// A new batch of input: blocks replaced in the last one are forgotten.
+    pub(crate) fn new_batch(&mut self) {
+        self.retired.clear();
+        self.used = false;
+    }
+
+    /// The fields of remembered block `id`, if it is the current one or was
+    /// replaced in this batch.
+    pub(crate) fn fields_of(&self, id: u64) -> Option<&Fields> {
+        if id == self.id && self.check.is_some() {
+            return Some(&self.fields);
+        }
+        self.retired
+            .iter()
+            .find(|(retired, _)| *retired == id)
+            .map(|(_, fields)| fields)
+    }
+
     /// Decodes a request block, or takes what the same block decoded to last
-    /// time; appends its fields to `fields`. Returns the verdict on the
-    /// fields and an id for the remembered block (0 if decoded afresh).
+    /// time. A block decoded afresh has its fields appended to `fields`; a
+    /// remembered one leaves `fields` alone, its fields are
+    /// [`RepeatedBlock::fields_of`] its id. Returns the verdict on the fields
+    /// and an id for the remembered block (0 if decoded afresh).
     pub(crate) fn decode(
         &mut self,
         decoder: &mut Decoder,
@@ -153,7 +178,7 @@ impl RepeatedBlock {
         let state = decoder.table_changes();
         if let Some(check) = &self.check {
             if self.state == state && self.block.len() == block.len() && self.block == block {
-                fields.extend_from(&self.fields);
+                self.used = true;
                 return Ok((check.clone(), self.id));
             }
         }
@@ -164,6 +189,13 @@ impl RepeatedBlock {
             && check.finish().is_ok()
             && check.list_size <= max_list
         {
+            if self.used {
+                // Events of this batch may name the block being replaced.
+                let mut kept = Fields::default();
+                std::mem::swap(&mut kept, &mut self.fields);
+                self.retired.push((self.id, kept));
+            }
+            self.used = true;
             self.block.clear();
             self.block.extend_from_slice(block);
             self.state = state;
@@ -229,7 +261,12 @@ mod tests {
             assert_eq!(check.finish(), Ok(()));
             assert_eq!(check.content_length, Some(5));
             ids.push(id);
-            lists.push(listed(&fields));
+            // A remembered block's fields are kept once, not copied.
+            if fields.is_empty() {
+                lists.push(listed(repeated.fields_of(id).unwrap()));
+            } else {
+                lists.push(listed(&fields));
+            }
         }
         // The first block adds x-user to the table: not remembered. The
         // second, all indexed or literal, is; the third is the same bytes.
@@ -272,5 +309,46 @@ mod tests {
             assert!(check.finish().is_err());
             assert_eq!(id, 0);
         }
+    }
+
+    #[test]
+    fn a_block_replaced_in_a_batch_keeps_its_fields_until_the_next() {
+        let mut encoder = Encoder::new();
+        let mut decoder = Decoder::new(4096);
+        let mut repeated = RepeatedBlock::default();
+        let one = [
+            (":method", "POST", Indexing::None),
+            (":path", "/a.B/One", Indexing::None),
+            (":scheme", "http", Indexing::None),
+        ];
+        let two = [
+            (":method", "POST", Indexing::None),
+            (":path", "/a.B/Two", Indexing::None),
+            (":scheme", "http", Indexing::None),
+        ];
+        let mut fields = Fields::default();
+        let bytes_one = block(&mut encoder, &one);
+        let (_, first) = repeated
+            .decode(&mut decoder, &bytes_one, 16 << 10, &mut fields)
+            .unwrap();
+        repeated.new_batch();
+        // In one batch: a repeat of the first block, then another block.
+        let mut fields = Fields::default();
+        let (_, again) = repeated
+            .decode(&mut decoder, &bytes_one, 16 << 10, &mut fields)
+            .unwrap();
+        assert_eq!(again, first);
+        let bytes_two = block(&mut encoder, &two);
+        let (_, second) = repeated
+            .decode(&mut decoder, &bytes_two, 16 << 10, &mut fields)
+            .unwrap();
+        assert_ne!(first, 0);
+        assert_ne!(second, first);
+        let path = |fields: &Fields| listed(fields)[1].1.clone();
+        assert_eq!(path(repeated.fields_of(first).unwrap()), b"/a.B/One");
+        assert_eq!(path(repeated.fields_of(second).unwrap()), b"/a.B/Two");
+        repeated.new_batch();
+        assert!(repeated.fields_of(first).is_none(), "gone with its batch");
+        assert!(repeated.fields_of(second).is_some());
     }
 }

@@ -63,7 +63,7 @@ pub(crate) struct Output {
 impl Output {
     pub(crate) fn new() -> Output {
         Output {
-            buf: Vec::with_capacity(64 << 10),
+            buf: Vec::with_capacity(4 << 10),
             start: 0,
             encoder: Encoder::new(),
             max_frame: frame::DEFAULT_MAX_FRAME_SIZE as usize,

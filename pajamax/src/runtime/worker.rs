@@ -250,10 +250,9 @@ impl Worker {
         } else if self.shutting_down_since.is_some() {
             grpc.close(Reason::NO_ERROR, "server shutting down");
         }
-        let size = self
-            .config
-            .read_buffer_size
-            .max(self.config.grpc.h2.max_frame_size as usize + 1024);
+        // Room for one whole frame to start with; reads that fill it make
+        // it grow, up to the configured size.
+        let size = first_read_buffer(&self.config);
         self.conns[slot] = Some(Conn {
             socket,
             grpc,
@@ -452,6 +451,11 @@ fn serve(
         };
         conn.filled += n;
         conn.reads += 1;
+        if n == room && conn.input.len() < config.read_buffer_size {
+            // Full: the socket may hold more; read more at a time.
+            let bigger = (conn.input.len() * 2).min(config.read_buffer_size);
+            conn.input.resize(bigger, 0);
+        }
         conn.last_active = now;
         if process(conn, config, now).is_err() {
             return Outcome::Closed;
@@ -548,6 +552,13 @@ fn record_peaks(conn: &mut Conn, shared: &Shared) {
         conn.error_counted = true;
         shared.connection_errors.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// The size a connection's read buffer starts at: one largest frame and its
+/// header, with some room, or the configured size if that is smaller.
+fn first_read_buffer(config: &RuntimeConfig) -> usize {
+    let frame = config.grpc.h2.max_frame_size as usize + 1024;
+    frame.max(config.read_buffer_size.min(16 << 10))
 }
 
 /// Writes as much of the output as the socket takes.

@@ -104,6 +104,27 @@ def call(stream, path, message, extra=()):
     )
 
 
+def stream_call(stream, path, messages, cuts=(), end=True, extra=()):
+    """HEADERS, then `messages` as one body cut into DATA frames at the
+    offsets in `cuts`; END_STREAM on the last one if `end`."""
+    out = frame(HEADERS, END_HEADERS, stream, request_block(path, extra=extra))
+    body = b"".join(grpc_message(m) for m in messages)
+    start = 0
+    pieces = []
+    for cut in list(cuts) + [len(body)]:
+        pieces.append(body[start:cut])
+        start = cut
+    for i, piece in enumerate(pieces):
+        last = i == len(pieces) - 1
+        out += frame(DATA, END_STREAM if (last and end) else 0, stream, piece)
+    return out
+
+
+# Control bits of server_connection (see the target's header).
+PRIMED, TIGHT, HALF_WRITES = 0x01, 0x02, 0x04
+CLOCK_1MS, CLOCK_10MS, CLOCK_1S = 0x20, 0x40, 0x60
+
+
 def server_connection():
     hello = PREFACE + settings()
     echo = call(1, b"/fuzz.Echo/Echo", bytes_message(b"hello"))
@@ -153,6 +174,57 @@ def server_connection():
     first = call(1, b"/e.E/Raw", b"before")
     body = first + frame(PING, ACK, 0, b"pjmx-bye") + call(3, b"/e.E/Raw", b"after")
     write("server_connection", "graceful_shutdown", connection_seed(body, 0x09, (len(PREFACE) + 9 + len(first),)))
+
+    # Server streaming: Split in pieces of 3, Split ending with an error
+    # status at its third piece, Tick paced by a clock of 10 ms per read.
+    body = (
+        call(1, b"/fuzz.Echo/Split", bytes_message(b"\x02abcdefghij"))
+        + call(3, b"/e.E/Split", bytes_message(b"\x00ab\xff\x05"))
+        + call(5, b"/e.E/Tick", bytes_message(b"\x01\x02\x03\x00\x05"))
+        + frame(PING, 0, 0, b"tick-tok")
+    )
+    write("server_connection", "streaming_server", connection_seed(body, PRIMED | CLOCK_10MS, (60, 60, 30)))
+
+    # Client streaming: messages cut across DATA frames; a message asking
+    # for INVALID_ARGUMENT; one that does not decode; a panicking handler;
+    # trailers from the client ending the stream.
+    body = (
+        stream_call(1, b"/fuzz.Echo/Sum", [bytes_message(b"one"), bytes_message(b""), bytes_message(b"three")], cuts=(3, 9, 10))
+        + stream_call(3, b"/e.E/Sum", [bytes_message(b"ok"), bytes_message(b"\xff\x03")])
+        + stream_call(5, b"/e.E/Sum", [b"\x0a\x09ab"])
+        + stream_call(7, b"/e.E/Sum", [bytes_message(b"\xfe")])
+        + stream_call(9, b"/e.E/Sum", [bytes_message(b"x")], end=False)
+        + frame(HEADERS, END_HEADERS | END_STREAM, 9, literal(b"x-trailer", b"1"))
+    )
+    write("server_connection", "streaming_client", connection_seed(body, PRIMED, (40,)))
+
+    # Bidirectional: answers of 0 to 2 copies, headers asked for by an
+    # empty message, a call reset by the client half-way, one refused at
+    # the start, an error status from the handler.
+    chat = [bytes_message(m) for m in (b"", b"a", b"bb", b"ccc")]
+    body = (
+        stream_call(1, b"/fuzz.Echo/Chat", chat, cuts=(7, 15), end=False)
+        + frame(DATA, END_STREAM, 1, b"")
+        + stream_call(3, b"/e.E/Chat", chat[:2], end=False)
+        + frame(RST_STREAM, 0, 3, struct.pack(">I", 8))
+        + stream_call(5, b"/e.E/Chat", chat[1:2], extra=[(b"x-refuse", b"1")])
+        + stream_call(7, b"/e.E/Chat", [bytes_message(b"hi"), bytes_message(b"\xff\x09"), bytes_message(b"late")])
+    )
+    write("server_connection", "streaming_bidi", connection_seed(body, PRIMED, (50, 100)))
+
+    # Tight limits and an 8-byte stream window: a long Split waits for the
+    # client's WINDOW_UPDATEs, sent in later reads; a paced Tick with a
+    # deadline of 5 ms, which passes on the 1 s clock.
+    body = (
+        settings([(0x4, 8)])
+        + call(1, b"/e.E/Split", bytes_message(b"\x07" + bytes(range(1, 41))))
+        + call(3, b"/e.E/Tick", bytes_message(b"\x03\x03\x03"), extra=[(b"grpc-timeout", b"5m")])
+        + frame(WINDOW_UPDATE, 0, 1, struct.pack(">I", 16))
+        + frame(WINDOW_UPDATE, 0, 1, struct.pack(">I", 64))
+        + frame(WINDOW_UPDATE, 0, 1, struct.pack(">I", 1000))
+    )
+    hello = len(PREFACE) + 9 + 15
+    write("server_connection", "streaming_tight_windows", connection_seed(body, PRIMED | TIGHT | CLOCK_1S, (hello + 120, 13, 13)))
 
 
 def hpack_decoder():

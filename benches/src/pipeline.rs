@@ -20,8 +20,7 @@
 use crate::complex_proto::{payload, EchoGreeter};
 use pajamax::grpc::connection::{GrpcConfig, GrpcConnection};
 use pajamax::grpc::router::Router;
-use pajamax::h2::frame::{self, flag, kind, setting};
-use pajamax::h2::hpack::{Encoder, Indexing};
+use pajamax_test_peer::{grpc, setting, Client, Encoder, Frame, Indexing};
 use prost::Message;
 use std::sync::Arc;
 use std::time::Instant;
@@ -49,24 +48,17 @@ pub struct ClientBytes {
 /// The client side of a connection to [`WARMUP`] and then `count`
 /// complex_proto calls.
 pub fn client_bytes(count: usize) -> ClientBytes {
-    let mut handshake = frame::PREFACE.to_vec();
     // grpc-go's SETTINGS (no push, 4 MiB window, 16 KiB header list),
     // then its connection window update.
-    frame::write_settings(
-        &mut handshake,
-        &[
-            (setting::ENABLE_PUSH, 0),
-            (setting::INITIAL_WINDOW_SIZE, 4 << 20),
-            (setting::MAX_HEADER_LIST_SIZE, 16 << 20),
-        ],
-    );
-    frame::write_window_update(&mut handshake, 0, (4 << 20) - 65_535);
-    frame::write_settings_ack(&mut handshake);
+    let mut handshake = Client::handshake(&[
+        (setting::ENABLE_PUSH, 0),
+        (setting::INITIAL_WINDOW_SIZE, 4 << 20),
+        (setting::MAX_HEADER_LIST_SIZE, 16 << 20),
+    ]);
+    Frame::window_update(0, (4 << 20) - 65_535).write(&mut handshake);
+    Frame::settings_ack().write(&mut handshake);
 
-    let mut message = vec![0; 5];
-    payload().encode(&mut message).expect("a Vec grows");
-    let len = (message.len() - 5) as u32;
-    message[1..5].copy_from_slice(&len.to_be_bytes());
+    let message = grpc::message(&payload().encode_to_vec());
 
     let mut encoder = Encoder::new();
     let mut block = Vec::with_capacity(128);
@@ -92,24 +84,10 @@ pub fn client_bytes(count: usize) -> ClientBytes {
             (b"grpc-accept-encoding", b"gzip"),
             (b"grpc-timeout", timeout.as_bytes()),
         ] {
-            encoder.encode(name, value, Indexing::Incremental, &mut block);
+            encoder.encode_field(name, value, Indexing::Incremental, &mut block);
         }
-        frame::write_header(
-            &mut requests,
-            block.len(),
-            kind::HEADERS,
-            flag::END_HEADERS,
-            stream,
-        );
-        requests.extend_from_slice(&block);
-        frame::write_header(
-            &mut requests,
-            message.len(),
-            kind::DATA,
-            flag::END_STREAM,
-            stream,
-        );
-        requests.extend_from_slice(&message);
+        Frame::headers(stream, &block, false).write(&mut requests);
+        Frame::data(stream, &message, true).write(&mut requests);
     }
     ClientBytes {
         handshake,
@@ -163,25 +141,6 @@ fn feed(conn: &mut GrpcConnection, input: &[u8], now: Instant) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pajamax::h2::frame::FrameHeader;
-    use pajamax::h2::hpack::Decoder;
-
-    /// The answers' frames: (kind, flags, stream, payload).
-    fn frames(mut bytes: &[u8]) -> Vec<(u8, u8, u32, &[u8])> {
-        let mut out = Vec::new();
-        while let Some(header) = FrameHeader::parse(bytes) {
-            let end = frame::HEADER_LEN + header.len as usize;
-            out.push((
-                header.kind,
-                header.flags,
-                header.stream,
-                &bytes[frame::HEADER_LEN..end],
-            ));
-            bytes = &bytes[end..];
-        }
-        assert!(bytes.is_empty());
-        out
-    }
 
     #[test]
     fn every_request_is_answered_with_the_echo_and_status_0() {
@@ -192,30 +151,18 @@ mod tests {
         input.extend_from_slice(&client.requests);
         assert_eq!(conn.recv(&input, Instant::now()), input.len());
 
-        let mut message = vec![0, 0, 0, 0, payload().encoded_len() as u8];
-        payload().encode(&mut message).unwrap();
-        let mut decoder = Decoder::new(4096);
-        let (mut echoes, mut ok) = (0, 0);
-        for (kind, flags, stream, body) in frames(conn.output()) {
-            match kind {
-                kind::DATA if stream != 0 => {
-                    assert_eq!(body, message);
-                    echoes += 1;
-                }
-                kind::HEADERS => {
-                    let mut fields = Vec::new();
-                    decoder
-                        .decode(body, |n, v| fields.push((n.to_vec(), v.to_vec())))
-                        .unwrap();
-                    if flags & flag::END_STREAM != 0 {
-                        assert_eq!(fields, [(b"grpc-status".to_vec(), b"0".to_vec())]);
-                        ok += 1;
-                    }
-                }
-                _ => {}
-            }
-        }
-        assert_eq!((echoes, ok), (WARMUP + 50, WARMUP + 50));
+        let mut client = Client::new();
+        client.receive(conn.output()).expect("well-formed output");
+        assert!(client.reader().unparsed().is_empty());
+        let heard = client.take_heard();
+        let message = payload().encode_to_vec();
+        assert!(heard.messages.iter().all(|(_, m)| *m == message));
+        assert_eq!(heard.messages.len(), WARMUP + 50);
+        let trailers: Vec<_> = heard.blocks.iter().filter(|b| b.end_stream).collect();
+        assert!(trailers
+            .iter()
+            .all(|b| b.strings() == [("grpc-status".to_string(), "0".to_string())]));
+        assert_eq!(trailers.len(), WARMUP + 50);
         assert!(conn.is_idle());
     }
 

@@ -9,7 +9,18 @@
 //!   that the input starts at frame handling;
 //! - 0x02: use small limits (streams, windows, header sizes, message size);
 //! - 0x04: write out only half the pending output after each read;
-//! - 0x18: start a graceful shutdown after read 1, 2 or 3 (0: never).
+//! - 0x18: start a graceful shutdown after read 1, 2 or 3 (0: never);
+//! - 0x60: how far the clock moves after each read: not at all, 1 ms,
+//!   10 ms or 1 s. Deadlines and paced producers (`Tick`) then come due,
+//!   and are handled as the runtime does (`handle_timeout` once
+//!   `poll_timeout` has passed).
+//!
+//! After each read the output is written out (all or half of it); while
+//! producers on the worker want to send and the output was all written,
+//! `produce` is called and its output written, a few rounds per read, as
+//! the runtime's worker does. After the last read, the clock moves on by
+//! a second at a time and everything is written out, until nothing more
+//! comes (bounded rounds).
 //!
 //! Asserted:
 //! - nothing panics (a handler's panic is caught by the connection);
@@ -31,18 +42,33 @@
 
 #![no_main]
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use pajamax::grpc::connection::{GrpcConfig, GrpcConnection};
-use pajamax::h2::frame::{self, FrameHeader, HEADER_LEN, PREFACE};
 use pajamax::h2::Config;
 use pajamax_fuzz::echo::router;
 use pajamax_fuzz::peer::ServerOutput;
 use pajamax_fuzz::Input;
+use pajamax_test_peer::frame::HEADER_LEN;
+use pajamax_test_peer::{Client, FrameHeader};
 
 const OUTPUT_BASE: usize = 64 << 10;
 const OUTPUT_PER_INPUT_BYTE: usize = 64;
+
+/// Clock steps after each read, picked by control bits 0x60.
+const STEPS: [Duration; 4] = [
+    Duration::ZERO,
+    Duration::from_millis(1),
+    Duration::from_millis(10),
+    Duration::from_secs(1),
+];
+
+/// Rounds of `produce` after a read, as the worker's `READS_PER_TURN`.
+const PRODUCE_ROUNDS: usize = 4;
+
+/// Rounds after the last read: the clock moves by a second each.
+const FINAL_ROUNDS: usize = 8;
 
 /// Small limits, so that a short input reaches them. Limits added later
 /// keep their defaults.
@@ -73,6 +99,7 @@ fuzz_target!(|data: &[u8]| {
     let tight = control & 0x02 != 0;
     let half_writes = control & 0x04 != 0;
     let go_away_after = usize::from((control >> 3) & 3);
+    let step = STEPS[usize::from((control >> 5) & 3)];
     let splits = usize::from(input.byte() % 8);
     let mut lengths = Vec::with_capacity(splits + 1);
     for _ in 0..splits {
@@ -82,8 +109,7 @@ fuzz_target!(|data: &[u8]| {
 
     let mut stream = Vec::with_capacity(body.len() + 64);
     if primed {
-        stream.extend_from_slice(PREFACE);
-        frame::write_settings(&mut stream, &[]);
+        stream.extend_from_slice(&Client::handshake(&[]));
     }
     stream.extend_from_slice(body);
     let mut reads = Vec::with_capacity(splits + 1);
@@ -101,15 +127,18 @@ fuzz_target!(|data: &[u8]| {
         GrpcConfig::default()
     };
     let mut conn = GrpcConnection::new(router(), &config, None);
-    let mut checker = ServerOutput::new();
-    let now = Instant::now();
+    let mut out = Output {
+        checker: ServerOutput::new(),
+        written: 0,
+        fed: 0,
+        half_writes,
+    };
+    let mut now = Instant::now();
     let mut buffered: Vec<u8> = Vec::new();
-    let mut fed = 0;
-    let mut written = 0;
 
     for (i, read) in reads.into_iter().enumerate() {
         buffered.extend_from_slice(read);
-        fed += read.len();
+        out.fed += read.len();
         // As the runtime does: call recv again while it makes progress, as
         // one call handles a bounded number of requests.
         loop {
@@ -120,16 +149,12 @@ fuzz_target!(|data: &[u8]| {
                 buffered.len()
             );
             buffered.drain(..used);
-            check_bound(&conn, written, fed);
-            let pending = conn.output().len();
-            let n = if half_writes { pending / 2 } else { pending };
-            checker.feed(&conn.output()[..n]);
-            conn.advance_output(n);
-            written += n;
+            out.write(&mut conn);
             if used == 0 || buffered.is_empty() || conn.h2().error().is_some() {
                 break;
             }
         }
+        out.produce(&mut conn, now);
         if conn.h2().error().is_none() {
             if let Some(head) = FrameHeader::parse(&buffered) {
                 assert!(
@@ -141,21 +166,81 @@ fuzz_target!(|data: &[u8]| {
         if i + 1 == go_away_after {
             conn.go_away();
         }
+        now += step;
+        out.timeouts(&mut conn, now);
     }
 
-    check_bound(&conn, written, fed);
-    let pending = conn.output().len();
-    checker.feed(conn.output());
-    conn.advance_output(pending);
+    // The client reads everything from now on; time passes.
+    out.half_writes = false;
+    for _ in 0..FINAL_ROUNDS {
+        out.write(&mut conn);
+        out.produce(&mut conn, now);
+        if conn.poll_timeout().is_none() {
+            break;
+        }
+        now += STEPS[3];
+        out.timeouts(&mut conn, now);
+    }
+    out.write(&mut conn);
     assert!(conn.output().is_empty(), "output left after writing it all");
-    checker.finish();
+    out.checker.finish();
 });
 
-fn check_bound(conn: &GrpcConnection, written: usize, fed: usize) {
-    let total = written + conn.output().len();
-    let bound = OUTPUT_BASE + OUTPUT_PER_INPUT_BYTE * fed;
-    assert!(
-        total <= bound,
-        "{total} bytes of output for {fed} bytes of input (bound {bound})"
-    );
+/// The client's side of the output: what was written, checked.
+struct Output {
+    checker: ServerOutput,
+    written: usize,
+    /// Input bytes given to the connection so far.
+    fed: usize,
+    /// Write out only half the pending output.
+    half_writes: bool,
+}
+
+impl Output {
+    /// Checks the bound, then writes out the pending output (or half of
+    /// it) to the checker.
+    fn write(&mut self, conn: &mut GrpcConnection) {
+        self.check_bound(conn);
+        let pending = conn.output().len();
+        let n = if self.half_writes {
+            pending / 2
+        } else {
+            pending
+        };
+        self.checker.feed(&conn.output()[..n]);
+        conn.advance_output(n);
+        self.written += n;
+    }
+
+    /// As the worker does once the output is written: pulls the producers
+    /// that want to send, writing out what they made, a few rounds.
+    fn produce(&mut self, conn: &mut GrpcConnection, now: Instant) {
+        for _ in 0..PRODUCE_ROUNDS {
+            if !conn.wants_to_produce() || !conn.output().is_empty() {
+                return;
+            }
+            conn.produce(now);
+            self.write(conn);
+        }
+    }
+
+    /// Handles the deadlines and producer wake-ups due by `now`, and
+    /// writes out what they made.
+    fn timeouts(&mut self, conn: &mut GrpcConnection, now: Instant) {
+        if conn.poll_timeout().is_some_and(|at| at <= now) {
+            conn.handle_timeout(now);
+            self.write(conn);
+            self.produce(conn, now);
+        }
+    }
+
+    fn check_bound(&self, conn: &GrpcConnection) {
+        let total = self.written + conn.output().len();
+        let bound = OUTPUT_BASE + OUTPUT_PER_INPUT_BYTE * self.fed;
+        assert!(
+            total <= bound,
+            "{total} bytes of output for {} bytes of input (bound {bound})",
+            self.fed
+        );
+    }
 }

@@ -4,8 +4,7 @@
 
 use std::collections::HashMap;
 
-use pajamax::h2::frame::{flag, kind, FrameHeader, HEADER_LEN, MAX_WINDOW};
-use pajamax::h2::hpack::Decoder;
+use pajamax_test_peer::{flag, kind, FrameHeader, HeaderBlock, Reader, Received};
 
 /// What the server has done on one stream so far.
 #[derive(Default)]
@@ -19,11 +18,11 @@ struct StreamState {
 
 /// Checks the byte stream a server writes to one connection.
 pub struct ServerOutput {
-    unparsed: Vec<u8>,
-    decoder: Decoder,
+    /// Splits the output into frames and decodes the header blocks; it
+    /// fails on a header block interrupted by another frame, CONTINUATION
+    /// outside a block and a block that does not decode.
+    reader: Reader,
     frames: usize,
-    /// The header block being received: stream, END_STREAM, bytes.
-    block: Option<(u32, bool, Vec<u8>)>,
     streams: HashMap<u32, StreamState>,
     /// A GOAWAY with an error code was sent: nothing may follow it.
     failed: bool,
@@ -42,10 +41,8 @@ impl ServerOutput {
     /// A checker that has seen nothing yet.
     pub fn new() -> ServerOutput {
         ServerOutput {
-            unparsed: Vec::new(),
-            decoder: Decoder::new(4096),
+            reader: Reader::new(),
             frames: 0,
-            block: None,
             streams: HashMap::new(),
             failed: false,
             trace: crate::trace_enabled(),
@@ -55,35 +52,33 @@ impl ServerOutput {
     /// Takes the next bytes the server wrote and checks every frame they
     /// complete.
     pub fn feed(&mut self, bytes: &[u8]) {
-        self.unparsed.extend_from_slice(bytes);
-        let mut pos = 0;
-        while let Some(head) = FrameHeader::parse(&self.unparsed[pos..]) {
-            let end = pos + HEADER_LEN + head.len as usize;
-            if end > self.unparsed.len() {
-                break;
+        self.reader.push(bytes);
+        while let Some(next) = self.reader.next_frame() {
+            match next {
+                Ok(received) => self.frame(received),
+                Err(err) => panic!("server output: {err}"),
             }
-            let payload = self.unparsed[pos + HEADER_LEN..end].to_vec();
-            self.frame(head, &payload);
-            pos = end;
         }
-        self.unparsed.drain(..pos);
     }
 
     /// The server's output ends here: it must end on a frame boundary and
     /// outside a header block.
     pub fn finish(&self) {
         assert!(
-            self.unparsed.is_empty(),
+            self.reader.unparsed().is_empty(),
             "server output ends inside a frame: {:02x?}",
-            self.unparsed
+            self.reader.unparsed()
         );
         assert!(
-            self.block.is_none(),
+            !self.reader.in_header_block(),
             "server output ends inside a header block"
         );
     }
 
-    fn frame(&mut self, head: FrameHeader, payload: &[u8]) {
+    fn frame(&mut self, received: Received) {
+        let Received { frame, block } = received;
+        let head = frame.header();
+        let payload = &frame.payload;
         if self.trace {
             eprintln!(
                 "server: {head:?} {:?}",
@@ -101,19 +96,13 @@ impl ServerOutput {
             );
         }
         self.frames += 1;
-        if let Some((stream, _, _)) = &self.block {
-            assert!(
-                head.kind == kind::CONTINUATION && head.stream == *stream,
-                "server interrupted a header block with {head:?}"
-            );
-        }
         match head.kind {
             kind::SETTINGS => {
                 assert_eq!(head.stream, 0, "SETTINGS on a stream");
                 if head.has(flag::ACK) {
                     assert!(payload.is_empty(), "SETTINGS ACK with a payload");
                 } else {
-                    assert_eq!(payload.len() % 6, 0, "SETTINGS length");
+                    assert!(frame.settings_params().is_some(), "SETTINGS length");
                 }
             }
             kind::PING => {
@@ -123,17 +112,14 @@ impl ServerOutput {
             kind::GOAWAY => {
                 assert_eq!(head.stream, 0, "GOAWAY on a stream");
                 assert!(payload.len() >= 8, "GOAWAY shorter than 8 bytes");
-                let code = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
-                if code != 0 {
+                if frame.error_code().is_some_and(|code| code.0 != 0) {
                     self.failed = true;
                 }
             }
             kind::WINDOW_UPDATE => {
                 assert_eq!(payload.len(), 4, "WINDOW_UPDATE length");
-                let increment =
-                    u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
                 assert!(
-                    increment & MAX_WINDOW != 0,
+                    frame.increment() != Some(0),
                     "server sent a WINDOW_UPDATE of 0 on stream {}",
                     head.stream
                 );
@@ -159,25 +145,17 @@ impl ServerOutput {
                     head.flags & !(flag::END_STREAM | flag::END_HEADERS) == 0,
                     "unexpected HEADERS flags {head:?}"
                 );
-                self.block = Some((head.stream, head.has(flag::END_STREAM), payload.to_vec()));
-                if head.has(flag::END_HEADERS) {
-                    self.end_block();
-                }
             }
             kind::CONTINUATION => {
-                let Some((_, _, block)) = &mut self.block else {
-                    panic!("CONTINUATION outside a header block: {head:?}");
-                };
                 assert!(
                     head.flags & !flag::END_HEADERS == 0,
                     "unexpected CONTINUATION flags {head:?}"
                 );
-                block.extend_from_slice(payload);
-                if head.has(flag::END_HEADERS) {
-                    self.end_block();
-                }
             }
             other => panic!("server sent a frame of type {other:#x}"),
+        }
+        if let Some(block) = block {
+            self.end_block(block);
         }
     }
 
@@ -195,14 +173,12 @@ impl ServerOutput {
         state
     }
 
-    fn end_block(&mut self) {
-        let (stream, end_stream, block) = self.block.take().expect("a block is open");
-        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        if let Err(err) = self.decoder.decode(&block, |name, value| {
-            fields.push((name.to_vec(), value.to_vec()))
-        }) {
-            panic!("server sent an undecodable header block ({err}): {block:02x?}");
-        }
+    fn end_block(&mut self, block: HeaderBlock) {
+        let HeaderBlock {
+            stream,
+            end_stream,
+            fields,
+        } = block;
         if self.trace {
             for (name, value) in &fields {
                 eprintln!(

@@ -251,7 +251,9 @@ impl GrpcConnection {
     /// Whether producers on the worker may send more: call
     /// [`GrpcConnection::produce`] once the output is written.
     pub fn wants_to_produce(&self) -> bool {
-        !self.ready.is_empty()
+        // Held back by the client's windows, producers wait for a Writable
+        // event (which comes with input), not for the socket.
+        !self.ready.is_empty() && self.h2.held_bytes() < self.max_held
     }
 
     /// When the connection next needs [`GrpcConnection::handle_timeout`]: a
@@ -269,6 +271,12 @@ impl GrpcConnection {
         let mut events = std::mem::take(&mut self.events);
         events.clear();
         let used = self.h2.recv(input, &mut events);
+        if self.h2.error().is_some() {
+            // The connection has failed: its streams are gone, and so are
+            // the calls, whatever the batch held.
+            events.clear();
+            self.end_all_calls();
+        }
         let mut events_in_order = events.drain(..).peekable();
         while let Some(event) = events_in_order.next() {
             match event {
@@ -931,7 +939,10 @@ impl GrpcConnection {
         }
         if !out.messages.is_empty() {
             let sent = self.h2.send_data(stream, &out.messages, false);
-            debug_assert_eq!(sent, out.messages.len(), "delivery waits for room");
+            debug_assert!(
+                sent == out.messages.len() || self.h2.error().is_some(),
+                "delivery waits for room"
+            );
         }
         if let State::Handling { blocked, .. } = &mut call.state {
             *blocked = call.headers_sent && self.h2.send_capacity(stream) == 0;
@@ -1025,7 +1036,10 @@ impl GrpcConnection {
                     );
                 }
                 let sent = self.h2.send_data(stream, &self.scratch, false);
-                debug_assert_eq!(sent, self.scratch.len(), "pulled within capacity");
+                debug_assert!(
+                    sent == self.scratch.len() || self.h2.error().is_some(),
+                    "pulled within capacity"
+                );
             }
             if let Some(status) = end {
                 let call = self.take_call(stream).expect("found above");
@@ -1238,6 +1252,18 @@ impl GrpcConnection {
         self.h2.advance_output(n);
     }
 
+    /// Forgets every call: the connection has failed.
+    fn end_all_calls(&mut self) {
+        self.cancel_all();
+        let streams: Vec<u32> = self.calls.keys().copied().collect();
+        for stream in streams {
+            if let Some(call) = self.take_call(stream) {
+                self.recycle(call);
+            }
+        }
+        self.ready.clear();
+    }
+
     fn cancel_all(&mut self) {
         for call in self.calls.values() {
             if let State::Remote(remote) = &call.state {
@@ -1368,7 +1394,120 @@ fn unimplemented_status(router: &Router, path: &[u8]) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grpc::service::{Method, Service};
     use crate::grpc::status::Code;
+    use crate::grpc::streaming::{RawInbound, RawServerStream};
+    use crate::{BidiHandler, BidiStream, Responses, ServerStream};
+    use pajamax_test_peer::{Client, Frame};
+
+    /// `test.S/Split` (server streaming: the request's bytes one by one)
+    /// and `test.S/Chat` (bidi on the worker: each message back).
+    struct Split;
+
+    struct Back;
+
+    impl BidiHandler<Vec<u8>, Vec<u8>> for Back {
+        fn on_message(
+            &mut self,
+            _: &mut Context<'_>,
+            message: Vec<u8>,
+            responses: &mut Responses<'_, Vec<u8>>,
+        ) -> Result<(), Status> {
+            responses.send(&message);
+            Ok(())
+        }
+    }
+
+    impl Service for Split {
+        fn name(&self) -> &'static str {
+            "test.S"
+        }
+
+        fn methods(&self) -> &'static [Method] {
+            const METHODS: [Method; 2] = [
+                Method {
+                    name: "Split",
+                    kind: MethodKind::ServerStreaming,
+                },
+                Method {
+                    name: "Chat",
+                    kind: MethodKind::BidiStreaming,
+                },
+            ];
+            &METHODS
+        }
+
+        fn server_streaming(
+            &self,
+            _: usize,
+            _: &mut Context<'_>,
+            request: &[u8],
+        ) -> Result<RawServerStream, Status> {
+            let bytes: Vec<u8> = crate::decode_request(request)?;
+            Ok(ServerStream::iter(bytes.into_iter().map(|b| Ok(vec![b]))).into_raw())
+        }
+
+        fn bidi_streaming(&self, _: usize, _: &mut Context<'_>) -> Result<RawInbound, Status> {
+            Ok(BidiStream::<Vec<u8>, Vec<u8>>::on_worker(Back).into_raw())
+        }
+    }
+
+    fn connection() -> GrpcConnection {
+        let mut router = Router::new();
+        router.add(Arc::new(Split));
+        GrpcConnection::new(Arc::new(router), &GrpcConfig::default(), None)
+    }
+
+    #[test]
+    fn producers_held_back_by_the_clients_windows_do_not_ask_for_turns() {
+        let mut router = Router::new();
+        router.add(Arc::new(Split));
+        let mut config = GrpcConfig::default();
+        config.h2.max_held_bytes = 100;
+        let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
+        let mut client = Client::new();
+        // The client's streams may take one byte each.
+        let mut input = Client::handshake(&[(0x4, 1)]);
+        let request = prost::Message::encode_to_vec(&vec![7u8; 200]);
+        for stream in [1, 3, 5] {
+            input.extend(client.request(stream, "/test.S/Split", &request));
+        }
+        let now = Instant::now();
+        conn.recv(&input, now);
+        conn.produce(now);
+        assert!(conn.h2().held_bytes() >= 100);
+        assert!(
+            !conn.wants_to_produce(),
+            "held back by the windows: nothing to do until they open"
+        );
+    }
+
+    #[test]
+    fn a_connection_error_in_the_read_of_a_request_ends_its_calls_quietly() {
+        for path in ["/test.S/Split", "/test.S/Chat"] {
+            let mut conn = connection();
+            let mut client = Client::new();
+            let mut input = Client::handshake(&[]);
+            let request = prost::Message::encode_to_vec(&b"abc".to_vec());
+            input.extend(client.request(1, path, &request));
+            // A PING of 7 bytes: a connection error in the same read.
+            input.extend(pajamax_test_peer::frame_bytes(6, 0, 0, &[0; 7]));
+            let now = Instant::now();
+            assert_eq!(conn.recv(&input, now), input.len());
+            conn.produce(now);
+            assert!(conn.is_closed());
+            assert_eq!(conn.open_calls(), 0);
+            assert!(!conn.wants_to_produce());
+            let out = conn.output().to_vec();
+            let frames: Vec<_> = std::iter::successors(Frame::parse(&out), |(_, used)| {
+                let rest = &out[*used..];
+                Frame::parse(rest).map(|(f, n)| (f, used + n))
+            })
+            .map(|(f, _)| f)
+            .collect();
+            assert!(frames.iter().any(|f| f.header().kind == 7), "a GOAWAY");
+        }
+    }
 
     #[test]
     fn unknown_paths_are_echoed_short() {

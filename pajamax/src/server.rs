@@ -1,6 +1,7 @@
 //! The server builder and the handle that shuts a running server down.
 
 use crate::grpc::connection::GrpcConfig;
+use crate::grpc::intercept::{CallObserver, Interceptor};
 use crate::grpc::router::Router;
 use crate::grpc::service::Service;
 use crate::runtime::acceptor::Acceptor;
@@ -157,6 +158,26 @@ impl Builder {
     /// Adds a service; its methods are routed by `/{name}/{method}`.
     pub fn add_service<S: Service>(mut self, service: S) -> Builder {
         self.router.add(Arc::new(service));
+        self
+    }
+
+    /// Runs `interceptor` on the worker before the handler of every call
+    /// (interceptors run in the order they were added; the first to reject
+    /// a call ends it). See [`crate::grpc::intercept`]; for one service
+    /// only, wrap it in [`Intercepted`](crate::grpc::intercept::Intercepted).
+    pub fn intercept(mut self, interceptor: impl Interceptor) -> Builder {
+        self.router
+            .hooks_mut()
+            .interceptors
+            .push(Arc::new(interceptor));
+        self
+    }
+
+    /// Shows every answered call to `observer` (method, status code,
+    /// duration, message bytes each way), on the worker that served it. See
+    /// [`crate::grpc::intercept`].
+    pub fn observe(mut self, observer: impl CallObserver) -> Builder {
+        self.router.hooks_mut().observers.push(Arc::new(observer));
         self
     }
 

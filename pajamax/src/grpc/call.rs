@@ -40,6 +40,12 @@ pub(crate) struct Call {
     pub state: State,
     /// In the queue of producers to pull.
     pub queued: bool,
+    /// When the request's headers arrived, for the call observers (set
+    /// only when the server has some).
+    pub started: Option<Instant>,
+    /// Request and answer message bytes so far, prefixes included.
+    pub request_bytes: u64,
+    pub response_bytes: u64,
 }
 
 /// Who serves a call.
@@ -115,5 +121,8 @@ impl Call {
             self.state = State::Collecting;
         }
         self.queued = false;
+        self.started = None;
+        self.request_bytes = 0;
+        self.response_bytes = 0;
     }
 }

@@ -25,11 +25,12 @@ use crate::grpc::context::{AnswerTo, Context, ResponseMetadata};
 use crate::grpc::executor;
 use crate::grpc::framing::{self, PREFIX_LEN};
 use crate::grpc::head;
+use crate::grpc::intercept::FinishedCall;
 use crate::grpc::remote::{CancelReason, Delivery, Inbox, Part};
 use crate::grpc::response;
 use crate::grpc::router::{Route, Router};
 use crate::grpc::service::MethodKind;
-use crate::grpc::status::Status;
+use crate::grpc::status::{Code, Status};
 use crate::grpc::streaming::{Inbound, Outgoing, Production, RawNext};
 use crate::grpc::timers::Timers;
 use crate::h2::connection::{Connection, Event};
@@ -141,6 +142,9 @@ pub struct GrpcConnection {
     repeated: Option<RepeatedHead>,
     /// Calls answered (their status sent) since the runtime last asked.
     answered: u64,
+    /// The server has interceptors, observers.
+    intercepting: bool,
+    observing: bool,
     /// Where answers from other threads come back, and this connection's
     /// id there.
     inbox: Option<(Arc<Inbox>, u64)>,
@@ -165,6 +169,8 @@ impl GrpcConnection {
         config: &GrpcConfig,
         peer: Option<SocketAddr>,
     ) -> GrpcConnection {
+        let intercepting = !router.hooks().interceptors.is_empty();
+        let observing = !router.hooks().observers.is_empty();
         GrpcConnection {
             h2: Connection::new(config.h2.clone()),
             router,
@@ -187,6 +193,8 @@ impl GrpcConnection {
             last_route: None,
             repeated: None,
             answered: 0,
+            intercepting,
+            observing,
             inbox: None,
             timers: Timers::default(),
             ready: VecDeque::new(),
@@ -427,14 +435,35 @@ impl GrpcConnection {
                 route
             }
         };
-        let Some(route) = route else {
-            return Err(unimplemented_status(&self.router, head.path));
-        };
-        if !head.identity {
-            return Err(Status::unimplemented(
+        let problem = match route {
+            None => Some(unimplemented_status(&self.router, head.path)),
+            Some(_) if !head.identity => Some(Status::unimplemented(
                 "message compression is not supported; use identity",
-            ));
+            )),
+            Some(_) => None,
+        };
+        if let Some(status) = problem {
+            if self.observing {
+                let path = String::from_utf8_lossy(head.path);
+                let (service, method) = path
+                    .trim_start_matches('/')
+                    .split_once('/')
+                    .unwrap_or((&path, ""));
+                executor::observe(
+                    self.router.hooks(),
+                    &FinishedCall {
+                        service,
+                        method,
+                        code: status.code(),
+                        duration: now.elapsed(),
+                        request_bytes: 0,
+                        response_bytes: 0,
+                    },
+                );
+            }
+            return Err(status);
         }
+        let route = route.expect("checked above");
         if block_id != 0 {
             let repeated = self.repeated.get_or_insert_with(Default::default);
             repeated.block_id = block_id;
@@ -594,12 +623,21 @@ impl GrpcConnection {
             return self.answer_status(stream, &status);
         }
         match route.kind {
-            MethodKind::ServerStreaming => self.start_server_stream(stream, call, route, message),
-            _ => self.run_unary(stream, call, route, message),
+            MethodKind::ServerStreaming => {
+                self.start_server_stream(stream, call, route, message, now)
+            }
+            _ => self.run_unary(stream, call, route, message, now),
         }
     }
 
-    fn run_unary(&mut self, stream: u32, mut call: Box<Call>, route: Route, message: &[u8]) {
+    fn run_unary(
+        &mut self,
+        stream: u32,
+        mut call: Box<Call>,
+        route: Route,
+        message: &[u8],
+        now: Instant,
+    ) {
         self.response_metadata.clear();
         let service = self.router.service(route.service);
         let mut ctx = Context::new(
@@ -617,27 +655,65 @@ impl GrpcConnection {
                 incoming_limit: self.incoming_limit,
             });
         }
-        let outcome = executor::unary(
-            service,
-            route.method as usize,
-            &mut ctx,
-            message,
-            &mut self.reply,
-        );
+        let intercepted = if self.intercepting {
+            let info = self.router.call_info(route);
+            executor::intercept(self.router.hooks(), &info, &mut ctx)
+        } else {
+            Ok(())
+        };
+        let outcome = match intercepted {
+            Ok(()) => executor::unary(
+                service,
+                route.method as usize,
+                &mut ctx,
+                message,
+                &mut self.reply,
+            ),
+            Err(status) => Ok(Err(status)),
+        };
         if let Some(shared) = ctx.take_remote() {
             if outcome.is_ok() {
                 // Deferred: the answer comes back through the inbox; what
                 // the handler returned does not count.
                 call.state = State::Remote(Box::new(RemoteCall::new(shared, false)));
+                if self.observing {
+                    call.started = Some(now);
+                    call.request_bytes = (message.len() + PREFIX_LEN) as u64;
+                }
                 return self.keep(stream, call);
             }
             shared.cancel(CancelReason::Ended);
         }
         self.recycle(call);
-        match outcome.and_then(|inner| inner) {
+        let outcome = outcome.and_then(|inner| inner);
+        if self.observing {
+            let (code, sent) = match &outcome {
+                Ok(()) => (Code::Ok, self.reply.len() as u64),
+                Err(status) => (status.code(), 0),
+            };
+            let request = (message.len() + PREFIX_LEN) as u64;
+            self.observe(route, code, now, request, sent);
+        }
+        match outcome {
             Ok(()) => self.answer_message(stream),
             Err(status) => self.answer_status(stream, &status),
         }
+    }
+
+    /// Shows a finished call to the observers.
+    fn observe(&self, route: Route, code: Code, started: Instant, request: u64, response: u64) {
+        let info = self.router.call_info(route);
+        executor::observe(
+            self.router.hooks(),
+            &FinishedCall {
+                service: info.service,
+                method: info.method,
+                code,
+                duration: started.elapsed(),
+                request_bytes: request,
+                response_bytes: response,
+            },
+        );
     }
 
     fn start_server_stream(
@@ -646,7 +722,12 @@ impl GrpcConnection {
         mut call: Box<Call>,
         route: Route,
         message: &[u8],
+        now: Instant,
     ) {
+        if self.observing {
+            call.started = Some(now);
+            call.request_bytes = (message.len() + PREFIX_LEN) as u64;
+        }
         let service = self.router.service(route.service);
         let mut ctx = Context::new(
             call.shared_metadata.as_deref().unwrap_or(&call.metadata),
@@ -663,7 +744,13 @@ impl GrpcConnection {
                 incoming_limit: self.incoming_limit,
             });
         }
-        let outcome = executor::server_stream(service, route.method as usize, &mut ctx, message);
+        let outcome = if self.intercepting {
+            let info = self.router.call_info(route);
+            executor::intercept(self.router.hooks(), &info, &mut ctx)
+        } else {
+            Ok(())
+        }
+        .and_then(|()| executor::server_stream(service, route.method as usize, &mut ctx, message));
         let remote = ctx.take_remote();
         match (outcome, remote) {
             (Ok(Production::Local(producer)), remote) => {
@@ -709,6 +796,9 @@ impl GrpcConnection {
             let status = Status::deadline_exceeded("deadline passed before the call started");
             return self.answer_status(stream, &status);
         }
+        if self.observing {
+            call.started = Some(now);
+        }
         let service = self.router.service(route.service);
         let mut ctx = Context::new(
             call.shared_metadata.as_deref().unwrap_or(&call.metadata),
@@ -725,7 +815,13 @@ impl GrpcConnection {
                 incoming_limit: self.incoming_limit,
             });
         }
-        let outcome = executor::inbound(service, route.kind, route.method as usize, &mut ctx);
+        let outcome = if self.intercepting {
+            let info = self.router.call_info(route);
+            executor::intercept(self.router.hooks(), &info, &mut ctx)
+        } else {
+            Ok(())
+        }
+        .and_then(|()| executor::inbound(service, route.kind, route.method as usize, &mut ctx));
         let remote = ctx.take_remote();
         match (outcome, remote) {
             (Ok(Inbound::Local(handler)), remote) => {
@@ -836,6 +932,7 @@ impl GrpcConnection {
                 _ => return,
             };
             call.inbound.consume(range.len());
+            call.request_bytes += range.len() as u64;
             self.buffered -= range.len();
             if taken && (self.outgoing.messages.len() >= PRODUCE_CHUNK || self.outgoing.headers_now)
             {
@@ -938,6 +1035,7 @@ impl GrpcConnection {
             );
         }
         if !out.messages.is_empty() {
+            call.response_bytes += out.messages.len() as u64;
             let sent = self.h2.send_data(stream, &out.messages, false);
             debug_assert!(
                 sent == out.messages.len() || self.h2.error().is_some(),
@@ -1035,6 +1133,7 @@ impl GrpcConnection {
                         &call.response.headers,
                     );
                 }
+                call.response_bytes += self.scratch.len() as u64;
                 let sent = self.h2.send_data(stream, &self.scratch, false);
                 debug_assert!(
                     sent == self.scratch.len() || self.h2.error().is_some(),
@@ -1083,6 +1182,7 @@ impl GrpcConnection {
                         &call.response.headers,
                     );
                 }
+                call.response_bytes += bytes.len() as u64;
                 if remote.backlog.is_empty() && self.h2.send_data(stream, &bytes, false) > 0 {
                     remote.unacked += bytes.len();
                     self.touch(stream);
@@ -1105,6 +1205,15 @@ impl GrpcConnection {
                 trailers,
             } => {
                 let call = self.take_call(stream).expect("found above");
+                if let (true, Some(started), Some(route)) =
+                    (self.observing, call.started, call.route)
+                {
+                    let (code, sent) = match &result {
+                        Ok(framed) => (Code::Ok, framed.len() as u64),
+                        Err(status) => (status.code(), 0),
+                    };
+                    self.observe(route, code, started, call.request_bytes, sent);
+                }
                 self.recycle(call);
                 self.response_metadata.clear();
                 self.response_metadata.headers = headers;
@@ -1310,6 +1419,16 @@ impl GrpcConnection {
     /// if any, learns that it ended.
     fn end_call(&mut self, stream: u32, call: Box<Call>, status: Option<Status>) {
         self.answered += 1;
+        if let (true, Some(started), Some(route)) = (self.observing, call.started, call.route) {
+            let code = status.as_ref().map_or(Code::Ok, Status::code);
+            self.observe(
+                route,
+                code,
+                started,
+                call.request_bytes,
+                call.response_bytes,
+            );
+        }
         if let State::Remote(remote) = &call.state {
             remote.shared.cancel(CancelReason::Ended);
         }

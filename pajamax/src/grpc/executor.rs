@@ -3,6 +3,7 @@
 
 use crate::grpc::context::Context;
 use crate::grpc::framing;
+use crate::grpc::intercept::{CallInfo, FinishedCall, Hooks};
 use crate::grpc::service::{MethodKind, Reply, Service};
 use crate::grpc::status::Status;
 use crate::grpc::streaming::{Inbound, Outgoing, Production, RawHandler, RawNext, RawProducer};
@@ -12,6 +13,23 @@ use std::time::Instant;
 fn panicked() -> Status {
     log::error!("a handler panicked");
     Status::internal("handler panicked")
+}
+
+/// Runs the server's interceptors before a handler.
+pub(crate) fn intercept(
+    hooks: &Hooks,
+    call: &CallInfo<'_>,
+    ctx: &mut Context<'_>,
+) -> Result<(), Status> {
+    catch_unwind(AssertUnwindSafe(|| hooks.intercept(call, ctx)))
+        .unwrap_or_else(|_| Err(panicked()))
+}
+
+/// Shows a finished call to the server's observers.
+pub(crate) fn observe(hooks: &Hooks, call: &FinishedCall<'_>) {
+    if catch_unwind(AssertUnwindSafe(|| hooks.finished(call))).is_err() {
+        log::error!("a call observer panicked");
+    }
 }
 
 /// Runs a unary handler; on success `reply` holds the framed answer. The

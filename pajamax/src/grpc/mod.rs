@@ -7,6 +7,7 @@ pub mod context;
 mod executor;
 mod framing;
 mod head;
+pub mod intercept;
 pub mod metadata;
 pub mod percent;
 pub mod remote;

@@ -1,6 +1,7 @@
 //! Routing a request's `:path` to a service method.
 
 use crate::fast_hash::BuildPathHasher;
+use crate::grpc::intercept::{CallInfo, Hooks};
 use crate::grpc::service::{MethodKind, Service};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub struct Route {
 pub struct Router {
     services: Vec<Arc<dyn Service>>,
     routes: HashMap<Box<[u8]>, Route, BuildPathHasher>,
+    hooks: Hooks,
 }
 
 impl Router {
@@ -58,6 +60,25 @@ impl Router {
     /// The service at `index`.
     pub fn service(&self, index: u32) -> &dyn Service {
         &*self.services[index as usize]
+    }
+
+    /// The hooks run around every call.
+    pub(crate) fn hooks(&self) -> &Hooks {
+        &self.hooks
+    }
+
+    pub(crate) fn hooks_mut(&mut self) -> &mut Hooks {
+        &mut self.hooks
+    }
+
+    /// The service and method names of a route.
+    pub(crate) fn call_info(&self, route: Route) -> CallInfo<'static> {
+        let service = &self.services[route.service as usize];
+        CallInfo {
+            service: service.name(),
+            method: service.methods()[route.method as usize].name,
+            kind: route.kind,
+        }
     }
 
     /// The names of the services, in the order they were added.

@@ -55,7 +55,7 @@ impl TestService for InteropService {
     }
 
     fn unary_call(&self, request: SimpleRequest) -> Result<SimpleResponse, Status> {
-        answer_unary(request)
+        answer_unary(request, false)
     }
 
     fn unary_call_with_context(
@@ -64,7 +64,10 @@ impl TestService for InteropService {
         request: SimpleRequest,
     ) -> Result<SimpleResponse, Status> {
         echo_metadata(ctx)?;
-        answer_unary(request)
+        if let Some(flag) = &request.response_compressed {
+            ctx.compress_response(flag.value);
+        }
+        answer_unary(request, ctx.request_compressed())
     }
 
     fn cacheable_unary_call_with_context(
@@ -81,6 +84,14 @@ impl TestService for InteropService {
         request: StreamingOutputCallRequest,
     ) -> Result<ServerStream<StreamingOutputCallResponse>, Status> {
         echo_metadata(ctx)?;
+        // Compression is chosen per call: as the first answer asks.
+        if let Some(flag) = request
+            .response_parameters
+            .first()
+            .and_then(|parameters| parameters.compressed.as_ref())
+        {
+            ctx.compress_response(flag.value);
+        }
         Ok(ServerStream::from_producer(PacedAnswers::new(request)?))
     }
 
@@ -172,10 +183,11 @@ struct PayloadCounter {
 impl ClientStreamHandler<StreamingInputCallRequest, StreamingInputCallResponse> for PayloadCounter {
     fn on_message(
         &mut self,
-        _ctx: &mut Context<'_>,
+        ctx: &mut Context<'_>,
         request: StreamingInputCallRequest,
     ) -> Result<(), Status> {
-        if request.expect_compressed.is_some_and(|flag| flag.value) {
+        let expected = request.expect_compressed.is_some_and(|flag| flag.value);
+        if expected && !ctx.request_compressed() {
             return Err(Status::invalid_argument(
                 "the request was expected to be compressed but was not",
             ));
@@ -273,21 +285,16 @@ impl BidiHandler<StreamingOutputCallRequest, StreamingOutputCallResponse> for Ha
 /// The most requests a half-duplex call keeps before it answers.
 const MAX_HALF_DUPLEX_REQUESTS: usize = 1000;
 
-/// What `UnaryCall` answers, once the metadata is echoed.
-fn answer_unary(request: SimpleRequest) -> Result<SimpleResponse, Status> {
+/// What `UnaryCall` answers, once the metadata is echoed and the answer's
+/// compression chosen; `compressed` tells whether the request came
+/// compressed.
+fn answer_unary(request: SimpleRequest, compressed: bool) -> Result<SimpleResponse, Status> {
     if let Some(status) = requested_status(request.response_status.as_ref()) {
         return Err(status);
     }
-    if request.expect_compressed.is_some_and(|flag| flag.value) {
-        // A compressed request is refused before it gets here, so this one
-        // was not compressed although the client says it was.
+    if request.expect_compressed.is_some_and(|flag| flag.value) && !compressed {
         return Err(Status::invalid_argument(
             "the request was expected to be compressed but was not",
-        ));
-    }
-    if request.response_compressed.is_some_and(|flag| flag.value) {
-        return Err(Status::unimplemented(
-            "compressed answers are not supported",
         ));
     }
     Ok(SimpleResponse {

@@ -141,6 +141,15 @@ impl Builder {
         self
     }
 
+    /// Compresses answers with gzip for the clients that accept it
+    /// (`grpc-accept-encoding`); a handler decides otherwise for its call
+    /// with [`Context::compress_response`](crate::Context::compress_response).
+    /// Default: `false`. Compressed requests are taken either way.
+    pub fn send_compressed(mut self, compress: bool) -> Builder {
+        self.config.grpc.send_compressed = compress;
+        self
+    }
+
     /// The HTTP/2 window a client gets per stream (SETTINGS_INITIAL_WINDOW_SIZE);
     /// default: 1 MiB.
     pub fn initial_stream_window(mut self, bytes: u32) -> Builder {

@@ -1,6 +1,7 @@
 //! The state of one gRPC call on its worker, from its request headers to
 //! its last answer part.
 
+use crate::grpc::compression::Encoding;
 use crate::grpc::context::ResponseMetadata;
 use crate::grpc::framing::MessageBuf;
 use crate::grpc::metadata::Metadata;
@@ -46,6 +47,14 @@ pub(crate) struct Call {
     /// Request and answer message bytes so far, prefixes included.
     pub request_bytes: u64,
     pub response_bytes: u64,
+    /// How the request's messages may be compressed.
+    pub encoding: Encoding,
+    /// The client accepts gzip answers.
+    pub accept_gzip: bool,
+    /// The answer's messages are sent compressed with gzip.
+    pub compress: bool,
+    /// The one request message came compressed.
+    pub compressed_request: bool,
 }
 
 /// Who serves a call.
@@ -124,5 +133,9 @@ impl Call {
         self.started = None;
         self.request_bytes = 0;
         self.response_bytes = 0;
+        self.encoding = Encoding::Identity;
+        self.accept_gzip = false;
+        self.compress = false;
+        self.compressed_request = false;
     }
 }

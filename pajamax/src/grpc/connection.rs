@@ -21,6 +21,7 @@
 
 use crate::fast_hash::BuildStreamIdHasher;
 use crate::grpc::call::{Call, RemoteCall, State};
+use crate::grpc::compression::{self, Encoding};
 use crate::grpc::context::{AnswerTo, Context, ResponseMetadata};
 use crate::grpc::executor;
 use crate::grpc::framing::{self, PREFIX_LEN};
@@ -57,6 +58,11 @@ pub struct GrpcConfig {
     /// Answer bytes that may wait in the output before producers on the
     /// worker stop being pulled until it is written. Default 1 MiB.
     pub produce_output_limit: usize,
+    /// Answers are compressed with gzip when the client accepts it, unless
+    /// the handler decides otherwise
+    /// ([`Context::compress_response`](crate::Context::compress_response)).
+    /// Default `false`.
+    pub send_compressed: bool,
     /// HTTP/2 settings and limits.
     pub h2: H2Config,
 }
@@ -67,6 +73,7 @@ impl Default for GrpcConfig {
             max_recv_message_size: 4 << 20,
             max_buffered_request_bytes: 64 << 20,
             produce_output_limit: 1 << 20,
+            send_compressed: false,
             h2: H2Config::default(),
         }
     }
@@ -79,6 +86,8 @@ struct RepeatedHead {
     block_id: u64,
     route: Route,
     timeout: Option<std::time::Duration>,
+    encoding: Encoding,
+    accept_gzip: bool,
     /// Shared by the calls that repeat the block.
     metadata: Rc<crate::grpc::metadata::Metadata>,
 }
@@ -93,6 +102,8 @@ impl Default for RepeatedHead {
                 kind: MethodKind::Unary,
             },
             timeout: None,
+            encoding: Encoding::Identity,
+            accept_gzip: false,
             metadata: Default::default(),
         }
     }
@@ -109,6 +120,11 @@ pub struct GrpcConnection {
     max_message: usize,
     max_buffered: usize,
     produce_limit: usize,
+    /// Answers are compressed unless the handler says otherwise.
+    send_compressed: bool,
+    /// Room for an inflated request message, and for deflated answers.
+    inflated: Vec<u8>,
+    deflated: Vec<u8>,
     /// Answer bytes the connection may hold for the client's windows before
     /// producers stop being pulled.
     max_held: usize,
@@ -177,6 +193,9 @@ impl GrpcConnection {
             max_message: config.max_recv_message_size,
             max_buffered: config.max_buffered_request_bytes,
             produce_limit: config.produce_output_limit.max(1),
+            send_compressed: config.send_compressed,
+            inflated: Vec::new(),
+            deflated: Vec::new(),
             max_held: config.h2.max_held_bytes,
             credit: config.h2.stream_send_buffer.max(1),
             incoming_limit: (config.h2.initial_stream_window as usize).max(1),
@@ -361,6 +380,8 @@ impl GrpcConnection {
             Some(repeated) if block_id != 0 && repeated.block_id == block_id => {
                 call.shared_metadata = Some(repeated.metadata.clone());
                 call.deadline = repeated.timeout.and_then(|d| now.checked_add(d));
+                call.encoding = repeated.encoding;
+                call.accept_gzip = repeated.accept_gzip;
                 Some(repeated.route)
             }
             _ => match self.read_head(&mut call, fields, block_id, now) {
@@ -405,7 +426,7 @@ impl GrpcConnection {
             && matches!(call.state, State::Collecting)
             && call.route.is_some()
             && framing::message_len(data) == Some(data.len())
-            && framing::check_prefix(data, self.max_message).is_ok()
+            && framing::check_prefix(data, self.max_message, false).is_ok()
     }
 
     /// Reads a request's head into `call`: its route (`None` for a request
@@ -421,6 +442,7 @@ impl GrpcConnection {
         let (list, fields) = self.h2.request_fields(fields, block_id);
         let head = head::parse(list.classified(fields), &mut call.metadata);
         call.deadline = head.timeout.and_then(|d| now.checked_add(d));
+        call.accept_gzip = head.accept_gzip;
         if !head.is_grpc {
             return Ok(None);
         }
@@ -437,8 +459,8 @@ impl GrpcConnection {
         };
         let problem = match route {
             None => Some(unimplemented_status(&self.router, head.path)),
-            Some(_) if !head.identity => Some(Status::unimplemented(
-                "message compression is not supported; use identity",
+            Some(_) if head.encoding.is_none() => Some(Status::unimplemented(
+                "the request's grpc-encoding is not supported; use gzip or identity",
             )),
             Some(_) => None,
         };
@@ -464,11 +486,14 @@ impl GrpcConnection {
             return Err(status);
         }
         let route = route.expect("checked above");
+        call.encoding = head.encoding.expect("checked above");
         if block_id != 0 {
             let repeated = self.repeated.get_or_insert_with(Default::default);
             repeated.block_id = block_id;
             repeated.route = route;
             repeated.timeout = head.timeout;
+            repeated.encoding = call.encoding;
+            repeated.accept_gzip = call.accept_gzip;
             repeated.metadata = Rc::new(call.metadata.clone());
         }
         Ok(Some(route))
@@ -484,7 +509,7 @@ impl GrpcConnection {
             && matches!(call.state, State::Collecting)
             && call.route.is_some()
             && framing::message_len(data) == Some(data.len())
-            && framing::check_prefix(data, self.max_message).is_ok()
+            && framing::check_prefix(data, self.max_message, false).is_ok()
         {
             // The whole message is in this frame: no copy, and one look-up
             // of the call.
@@ -522,7 +547,8 @@ impl GrpcConnection {
         call.inbound.extend(data);
         self.buffered += data.len();
         let bytes = call.inbound.bytes();
-        let problem = match framing::check_prefix(bytes, self.max_message) {
+        let compressed_ok = call.encoding != Encoding::Identity;
+        let problem = match framing::check_prefix(bytes, self.max_message, compressed_ok) {
             Err(status) => Some(status),
             Ok(()) if framing::message_len(bytes).is_some_and(|total| bytes.len() > total) => Some(
                 Status::internal("more than one request message in a unary call"),
@@ -597,6 +623,9 @@ impl GrpcConnection {
             self.recycle(call);
             return self.answer_status(stream, &Status::internal("request message truncated"));
         }
+        if framing::is_compressed(bytes) {
+            return self.run_compressed(stream, call, now);
+        }
         // The message is borrowed from the call's buffer while the call is
         // run; move the buffer out for that.
         let mut call = call;
@@ -612,6 +641,34 @@ impl GrpcConnection {
                 }
             }
         }
+    }
+
+    /// Runs a call whose one request message, held in its buffer, is
+    /// compressed.
+    #[cold]
+    fn run_compressed(&mut self, stream: u32, mut call: Box<Call>, now: Instant) {
+        let mut inflated = std::mem::take(&mut self.inflated);
+        let result =
+            compression::inflate_framed(call.inbound.bytes(), self.max_message, &mut inflated);
+        call.inbound.clear();
+        match result {
+            Ok(()) => {
+                call.compressed_request = true;
+                self.run_single(stream, call, &inflated[PREFIX_LEN..], now);
+            }
+            Err(status) => {
+                self.recycle(call);
+                self.answer_status(stream, &status);
+            }
+        }
+        self.inflated = inflated;
+    }
+
+    /// Whether the answer to a call is compressed: the client accepts gzip,
+    /// and the handler's `choice`, or else the server's default, says so.
+    #[inline]
+    fn compress_answer(&self, call: &Call, choice: Option<bool>) -> bool {
+        call.accept_gzip && choice.unwrap_or(self.send_compressed)
     }
 
     /// Runs the handler of a call whose one request message is `message`.
@@ -655,6 +712,9 @@ impl GrpcConnection {
                 incoming_limit: self.incoming_limit,
             });
         }
+        if call.compressed_request {
+            ctx = ctx.with_request_compressed(true);
+        }
         let intercepted = if self.intercepting {
             let info = self.router.call_info(route);
             executor::intercept(self.router.hooks(), &info, &mut ctx)
@@ -671,10 +731,12 @@ impl GrpcConnection {
             ),
             Err(status) => Ok(Err(status)),
         };
+        let compress = call.accept_gzip && ctx.compression_choice().unwrap_or(self.send_compressed);
         if let Some(shared) = ctx.take_remote() {
             if outcome.is_ok() {
                 // Deferred: the answer comes back through the inbox; what
                 // the handler returned does not count.
+                call.compress = compress;
                 call.state = State::Remote(Box::new(RemoteCall::new(shared, false)));
                 if self.observing {
                     call.started = Some(now);
@@ -695,7 +757,7 @@ impl GrpcConnection {
             self.observe(route, code, now, request, sent);
         }
         match outcome {
-            Ok(()) => self.answer_message(stream),
+            Ok(()) => self.answer_message(stream, compress),
             Err(status) => self.answer_status(stream, &status),
         }
     }
@@ -734,7 +796,8 @@ impl GrpcConnection {
             call.deadline,
             self.peer,
             &mut call.response,
-        );
+        )
+        .with_request_compressed(call.compressed_request);
         if let Some((inbox, connection)) = &self.inbox {
             ctx = ctx.answer_to(AnswerTo {
                 inbox,
@@ -751,7 +814,9 @@ impl GrpcConnection {
             Ok(())
         }
         .and_then(|()| executor::server_stream(service, route.method as usize, &mut ctx, message));
+        let choice = ctx.compression_choice();
         let remote = ctx.take_remote();
+        call.compress = self.compress_answer(&call, choice);
         match (outcome, remote) {
             (Ok(Production::Local(producer)), remote) => {
                 if let Some(shared) = remote {
@@ -822,7 +887,9 @@ impl GrpcConnection {
             Ok(())
         }
         .and_then(|()| executor::inbound(service, route.kind, route.method as usize, &mut ctx));
+        let choice = ctx.compression_choice();
         let remote = ctx.take_remote();
+        call.compress = self.compress_answer(&call, choice);
         match (outcome, remote) {
             (Ok(Inbound::Local(handler)), remote) => {
                 if let Some(shared) = remote {
@@ -886,7 +953,8 @@ impl GrpcConnection {
             let Some(call) = self.calls.get_mut(&stream) else {
                 return;
             };
-            let next = match call.inbound.next_message(self.max_message) {
+            let compressed_ok = call.encoding != Encoding::Identity;
+            let next = match call.inbound.next_message(self.max_message, compressed_ok) {
                 Ok(next) => next,
                 Err(status) => {
                     let call = self.take_call(stream).expect("found above");
@@ -896,6 +964,17 @@ impl GrpcConnection {
             let Some(range) = next else {
                 break;
             };
+            let mut framed = &call.inbound.bytes()[range.clone()];
+            let compressed = framing::is_compressed(framed);
+            if compressed {
+                let inflated = &mut self.inflated;
+                if let Err(status) = compression::inflate_framed(framed, self.max_message, inflated)
+                {
+                    let call = self.take_call(stream).expect("found above");
+                    return self.end_call(stream, call, Some(status));
+                }
+                framed = inflated;
+            }
             let taken = match &mut call.state {
                 State::Handling { handler, blocked } => {
                     if *blocked {
@@ -907,9 +986,16 @@ impl GrpcConnection {
                         call.deadline,
                         self.peer,
                         &mut call.response,
-                    );
-                    let message = &call.inbound.bytes()[range.start + PREFIX_LEN..range.end];
-                    match executor::on_message(handler.as_mut(), &mut ctx, message, out) {
+                    )
+                    .with_request_compressed(compressed);
+                    let message = &framed[PREFIX_LEN..];
+                    let outcome = executor::on_message(handler.as_mut(), &mut ctx, message, out);
+                    if let Some(choice) = ctx.compression_choice() {
+                        if !call.headers_sent {
+                            call.compress = call.accept_gzip && choice;
+                        }
+                    }
+                    match outcome {
                         Ok(()) => true,
                         Err(status) => {
                             let mut call = self.take_call(stream).expect("found above");
@@ -922,7 +1008,7 @@ impl GrpcConnection {
                     if remote.incoming_blocked {
                         break;
                     }
-                    let accepted = remote.shared.offer(&call.inbound.bytes()[range.clone()]);
+                    let accepted = remote.shared.offer(framed);
                     if !accepted {
                         remote.incoming_blocked = true;
                         break;
@@ -995,8 +1081,12 @@ impl GrpcConnection {
                     }
                 }
                 let outcome = executor::on_end(handler.as_mut(), &mut ctx, out);
+                let choice = ctx.compression_choice();
                 let remote = ctx.take_remote();
                 let mut call = self.take_call(stream).expect("found above");
+                if let (Some(choice), false) = (choice, call.headers_sent) {
+                    call.compress = call.accept_gzip && choice;
+                }
                 if let Some(shared) = remote {
                     if outcome.is_ok() {
                         call.state = State::Remote(Box::new(RemoteCall::new(shared, false)));
@@ -1032,13 +1122,21 @@ impl GrpcConnection {
                 &mut self.memos,
                 stream,
                 &call.response.headers,
+                call.compress,
             );
         }
         if !out.messages.is_empty() {
             call.response_bytes += out.messages.len() as u64;
-            let sent = self.h2.send_data(stream, &out.messages, false);
+            let data = if call.compress {
+                self.deflated.clear();
+                compression::deflate_frames(&out.messages, &mut self.deflated);
+                &self.deflated
+            } else {
+                &out.messages
+            };
+            let sent = self.h2.send_data(stream, data, false);
             debug_assert!(
-                sent == out.messages.len() || self.h2.error().is_some(),
+                sent == data.len() || self.h2.error().is_some(),
                 "delivery waits for room"
             );
         }
@@ -1063,10 +1161,18 @@ impl GrpcConnection {
                 &mut self.memos,
                 stream,
                 &call.response.headers,
+                call.compress,
             );
         }
         if !out.messages.is_empty() {
-            self.h2.send_data(stream, &out.messages, false);
+            call.response_bytes += out.messages.len() as u64;
+            if call.compress {
+                self.deflated.clear();
+                compression::deflate_frames(&out.messages, &mut self.deflated);
+                self.h2.send_data(stream, &self.deflated, false);
+            } else {
+                self.h2.send_data(stream, &out.messages, false);
+            }
         }
     }
 
@@ -1131,12 +1237,20 @@ impl GrpcConnection {
                         &mut self.memos,
                         stream,
                         &call.response.headers,
+                        call.compress,
                     );
                 }
                 call.response_bytes += self.scratch.len() as u64;
-                let sent = self.h2.send_data(stream, &self.scratch, false);
+                let data = if call.compress {
+                    self.deflated.clear();
+                    compression::deflate_frames(&self.scratch, &mut self.deflated);
+                    &self.deflated
+                } else {
+                    &self.scratch
+                };
+                let sent = self.h2.send_data(stream, data, false);
                 debug_assert!(
-                    sent == self.scratch.len() || self.h2.error().is_some(),
+                    sent == data.len() || self.h2.error().is_some(),
                     "pulled within capacity"
                 );
             }
@@ -1169,7 +1283,13 @@ impl GrpcConnection {
             Part::Headers(metadata) => {
                 if !call.headers_sent {
                     call.headers_sent = true;
-                    response::send_headers(&mut self.h2, &mut self.memos, stream, &metadata);
+                    response::send_headers(
+                        &mut self.h2,
+                        &mut self.memos,
+                        stream,
+                        &metadata,
+                        call.compress,
+                    );
                 }
             }
             Part::Message(bytes) => {
@@ -1180,10 +1300,17 @@ impl GrpcConnection {
                         &mut self.memos,
                         stream,
                         &call.response.headers,
+                        call.compress,
                     );
                 }
                 call.response_bytes += bytes.len() as u64;
-                if remote.backlog.is_empty() && self.h2.send_data(stream, &bytes, false) > 0 {
+                if !remote.backlog.is_empty() {
+                    remote.backlog.push_back(bytes);
+                } else if call.compress {
+                    if !send_deflated(&mut self.h2, &mut self.deflated, stream, remote, &bytes) {
+                        remote.backlog.push_back(bytes);
+                    }
+                } else if self.h2.send_data(stream, &bytes, false) > 0 {
                     remote.unacked += bytes.len();
                     self.touch(stream);
                 } else {
@@ -1205,6 +1332,7 @@ impl GrpcConnection {
                 trailers,
             } => {
                 let call = self.take_call(stream).expect("found above");
+                let compress = call.compress;
                 if let (true, Some(started), Some(route)) =
                     (self.observing, call.started, call.route)
                 {
@@ -1224,7 +1352,7 @@ impl GrpcConnection {
                         // buffer (and its room) for the calls answered
                         // inline.
                         let inline = std::mem::replace(&mut self.reply, framed);
-                        self.answer_message(stream);
+                        self.answer_message(stream, compress);
                         self.reply = inline;
                     }
                     Err(status) => self.answer_status(stream, &status),
@@ -1247,10 +1375,16 @@ impl GrpcConnection {
             return;
         };
         while let Some(bytes) = remote.backlog.front() {
-            if self.h2.send_data(stream, bytes, false) == 0 {
-                return;
+            if call.compress {
+                if !send_deflated(&mut self.h2, &mut self.deflated, stream, remote, bytes) {
+                    return;
+                }
+            } else {
+                if self.h2.send_data(stream, bytes, false) == 0 {
+                    return;
+                }
+                remote.unacked += bytes.len();
             }
-            remote.unacked += bytes.len();
             remote.backlog.pop_front();
         }
         if let Some(status) = remote.finish.take() {
@@ -1383,10 +1517,24 @@ impl GrpcConnection {
 
     // ----- answers -----
 
-    /// The unary answer in `self.reply`, with `self.response_metadata`.
-    fn answer_message(&mut self, stream: u32) {
+    /// The unary answer in `self.reply`, with `self.response_metadata`;
+    /// with `compress`, its message is compressed.
+    fn answer_message(&mut self, stream: u32, compress: bool) {
         self.answered += 1;
         let md = &self.response_metadata;
+        if compress {
+            self.deflated.clear();
+            compression::deflate_frames(&self.reply, &mut self.deflated);
+            return response::send_compressed_answer(
+                &mut self.h2,
+                &mut self.memos,
+                stream,
+                &self.deflated,
+                &md.headers,
+                &md.trailers,
+                &mut self.text,
+            );
+        }
         response::send_answer(
             &mut self.h2,
             &mut self.memos,
@@ -1488,6 +1636,25 @@ impl Drop for GrpcConnection {
     fn drop(&mut self) {
         self.cancel_all();
     }
+}
+
+/// Sends the framed messages `bytes` of a call served on another thread,
+/// compressed; returns whether the stream took them. Their credit goes back
+/// to the thread at once: the stream's send buffer bounds what it holds.
+fn send_deflated(
+    h2: &mut Connection,
+    deflated: &mut Vec<u8>,
+    stream: u32,
+    remote: &RemoteCall,
+    bytes: &[u8],
+) -> bool {
+    deflated.clear();
+    compression::deflate_frames(bytes, deflated);
+    if h2.send_data(stream, deflated, false) == 0 {
+        return false;
+    }
+    remote.shared.return_credit(bytes.len());
+    true
 }
 
 fn unimplemented_status(router: &Router, path: &[u8]) -> Status {

@@ -21,6 +21,10 @@ pub struct Context<'a> {
     /// The call's state shared with another thread, once it was sent
     /// there.
     remote: Option<Arc<Shared>>,
+    /// The request's message was compressed.
+    request_compressed: bool,
+    /// The handler's choice of compression for the answer.
+    compress: Option<bool>,
 }
 
 /// Where the parts of a call served on another thread go back to.
@@ -79,7 +83,35 @@ impl<'a> Context<'a> {
             response,
             answer_to: None,
             remote: None,
+            request_compressed: false,
+            compress: None,
         }
+    }
+
+    /// Marks the request as compressed (for [`Context::request_compressed`]).
+    pub(crate) fn with_request_compressed(mut self, compressed: bool) -> Self {
+        self.request_compressed = compressed;
+        self
+    }
+
+    /// Whether the request's message came compressed (`grpc-encoding`
+    /// other than `identity`, and the message flagged so).
+    pub fn request_compressed(&self) -> bool {
+        self.request_compressed
+    }
+
+    /// Asks for the answer's messages to be compressed with gzip (`true`),
+    /// or not (`false`), whatever the server's default
+    /// ([`Builder::send_compressed`](crate::Builder::send_compressed)).
+    /// Messages are compressed only if the client accepts gzip
+    /// (`grpc-accept-encoding`).
+    pub fn compress_response(&mut self, compress: bool) {
+        self.compress = Some(compress);
+    }
+
+    /// The handler's choice of compression, if it made one.
+    pub(crate) fn compression_choice(&self) -> Option<bool> {
+        self.compress
     }
 
     /// Lets the call be answered from another thread, through `to`.

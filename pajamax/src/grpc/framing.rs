@@ -16,13 +16,18 @@ pub(crate) fn message_len(buf: &[u8]) -> Option<usize> {
     Some(PREFIX_LEN + len)
 }
 
-/// Checks the prefix at the start of `buf`: not compressed, and not larger
-/// than `max_message`. Nothing to say until the prefix is complete.
-pub(crate) fn check_prefix(buf: &[u8], max_message: usize) -> Result<(), Status> {
+/// Checks the prefix at the start of `buf`: compressed only when
+/// `compressed_ok` (the request named an encoding), and not larger than
+/// `max_message`. Nothing to say until the prefix is complete.
+pub(crate) fn check_prefix(
+    buf: &[u8],
+    max_message: usize,
+    compressed_ok: bool,
+) -> Result<(), Status> {
     let Some(total) = message_len(buf) else {
         return Ok(());
     };
-    if buf[0] != 0 {
+    if buf[0] != 0 && !compressed_ok {
         return Err(Status::internal("compressed message without grpc-encoding"));
     }
     if total - PREFIX_LEN > max_message {
@@ -32,6 +37,11 @@ pub(crate) fn check_prefix(buf: &[u8], max_message: usize) -> Result<(), Status>
         )));
     }
     Ok(())
+}
+
+/// Whether the message framed at the start of `buf` is flagged compressed.
+pub(crate) fn is_compressed(buf: &[u8]) -> bool {
+    buf.first().is_some_and(|&flag| flag != 0)
 }
 
 /// Appends `message` with its prefix to `out`.
@@ -92,10 +102,15 @@ impl MessageBuf {
 
     /// Where the next complete message is (prefix included) in
     /// [`MessageBuf::bytes`]; an error for a prefix that is not allowed,
-    /// `Ok(None)` while the message is incomplete.
-    pub(crate) fn next_message(&self, max_message: usize) -> Result<Option<Range<usize>>, Status> {
+    /// `Ok(None)` while the message is incomplete. Compressed messages are
+    /// allowed when `compressed_ok`.
+    pub(crate) fn next_message(
+        &self,
+        max_message: usize,
+        compressed_ok: bool,
+    ) -> Result<Option<Range<usize>>, Status> {
         let bytes = self.bytes();
-        check_prefix(bytes, max_message)?;
+        check_prefix(bytes, max_message, compressed_ok)?;
         match message_len(bytes) {
             Some(total) if total <= bytes.len() => Ok(Some(0..total)),
             _ => Ok(None),
@@ -122,14 +137,18 @@ mod tests {
     fn messages_are_yielded_one_by_one_across_chunks() {
         let mut buf = MessageBuf::default();
         buf.extend(&[0, 0, 0]);
-        assert_eq!(buf.next_message(100), Ok(None));
+        assert_eq!(buf.next_message(100, false), Ok(None));
         buf.extend(&[0, 2, 7, 8, 0, 0, 0, 0, 1]);
-        assert_eq!(buf.next_message(100), Ok(Some(0..7)));
+        assert_eq!(buf.next_message(100, false), Ok(Some(0..7)));
         assert_eq!(&buf.bytes()[5..7], [7, 8]);
         buf.consume(7);
-        assert_eq!(buf.next_message(100), Ok(None), "the second is cut short");
+        assert_eq!(
+            buf.next_message(100, false),
+            Ok(None),
+            "the second is cut short"
+        );
         buf.extend(&[9]);
-        assert_eq!(buf.next_message(100), Ok(Some(0..6)));
+        assert_eq!(buf.next_message(100, false), Ok(Some(0..6)));
         buf.consume(6);
         assert!(buf.is_empty());
     }
@@ -138,12 +157,12 @@ mod tests {
     fn prefixes_are_checked() {
         let mut buf = MessageBuf::default();
         buf.extend(&[0, 0, 0, 1, 0]);
-        let err = buf.next_message(100).unwrap_err();
+        let err = buf.next_message(100, false).unwrap_err();
         assert_eq!(err.code(), crate::Code::ResourceExhausted);
         let mut buf = MessageBuf::default();
         buf.extend(&[1, 0, 0, 0, 0]);
         assert_eq!(
-            buf.next_message(100).unwrap_err().code(),
+            buf.next_message(100, false).unwrap_err().code(),
             crate::Code::Internal
         );
     }

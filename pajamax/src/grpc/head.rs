@@ -1,5 +1,6 @@
 //! The head of a gRPC request: what its header fields say about the call.
 
+use crate::grpc::compression::{self, Encoding};
 use crate::grpc::metadata::Metadata;
 use crate::grpc::timeout;
 use crate::h2::fields::{ClassifiedField, FieldKind};
@@ -17,8 +18,11 @@ pub(crate) struct RequestHead<'f> {
     pub is_grpc: bool,
     /// How long the client waits, from `grpc-timeout`.
     pub timeout: Option<Duration>,
-    /// The messages are not compressed (no `grpc-encoding`, or `identity`).
-    pub identity: bool,
+    /// How the request's messages are compressed (`grpc-encoding`); `None`
+    /// for an encoding not served.
+    pub encoding: Option<Encoding>,
+    /// The client accepts gzip answers (`grpc-accept-encoding`).
+    pub accept_gzip: bool,
 }
 
 /// Reads a request's fields; the custom ones (metadata) are appended to
@@ -34,7 +38,8 @@ pub(crate) fn parse<'f>(
         path_id: 0,
         is_grpc: false,
         timeout: None,
-        identity: true,
+        encoding: Some(Encoding::Identity),
+        accept_gzip: false,
     };
     for field in fields {
         match field.kind {
@@ -45,14 +50,16 @@ pub(crate) fn parse<'f>(
             }
             FieldKind::ContentType => is_grpc = field.flag,
             FieldKind::GrpcTimeout => head.timeout = timeout::parse(field.value),
-            FieldKind::GrpcEncoding => head.identity = field.value == b"identity",
+            FieldKind::GrpcEncoding => head.encoding = Encoding::from_name(field.value),
+            FieldKind::GrpcAcceptEncoding => {
+                head.accept_gzip = compression::accepts_gzip(field.value)
+            }
             FieldKind::Other => metadata.push(field.name, field.value),
             FieldKind::Scheme
             | FieldKind::Authority
             | FieldKind::UnknownPseudo
             | FieldKind::Te
-            | FieldKind::ContentLength
-            | FieldKind::GrpcAcceptEncoding => {}
+            | FieldKind::ContentLength => {}
         }
     }
     head.is_grpc = method_post && is_grpc;
@@ -71,7 +78,12 @@ mod tests {
         }
         let mut md = Metadata::new();
         let head = parse(list.classified(0..list.len()), &mut md);
-        (head.is_grpc, head.timeout, head.identity, md)
+        (
+            head.is_grpc,
+            head.timeout,
+            head.encoding == Some(Encoding::Identity),
+            md,
+        )
     }
 
     #[test]

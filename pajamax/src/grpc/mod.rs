@@ -2,6 +2,7 @@
 //! and calls of every kind.
 
 mod call;
+pub mod compression;
 pub mod connection;
 pub mod context;
 mod executor;

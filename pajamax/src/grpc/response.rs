@@ -2,6 +2,7 @@
 //! trailers with `grpc-status`, trailers-only answers, and the HTTP 415 for
 //! requests that are not gRPC.
 
+use crate::grpc::compression;
 use crate::grpc::metadata::Metadata;
 use crate::grpc::percent;
 use crate::grpc::status::{Code, Status};
@@ -31,11 +32,24 @@ const STATUS_OK: Field<'static> = Field {
 
 const NOT_GRPC_BODY: &[u8] = b"pajamax serves gRPC: send POST with content-type application/grpc\n";
 
+/// The success headers of an answer whose messages are compressed.
+const GZIP_HEADERS: [Field<'static>; 3] = [
+    SUCCESS_HEADERS[0],
+    SUCCESS_HEADERS[1],
+    Field {
+        name: b"grpc-encoding",
+        value: b"gzip",
+        indexing: Indexing::Incremental,
+    },
+];
+
 /// The encoded blocks every answer repeats, kept per connection.
 #[derive(Debug, Default)]
 pub(crate) struct Memos {
     /// `:status 200`, `content-type`.
     pub headers: BlockMemo,
+    /// The same with `grpc-encoding: gzip`.
+    pub gzip_headers: BlockMemo,
     /// `grpc-status 0`.
     pub ok_trailers: BlockMemo,
 }
@@ -61,24 +75,46 @@ pub(crate) fn send_answer(
         );
         return;
     }
-    send_headers(h2, memos, stream, headers);
+    send_headers(h2, memos, stream, headers, false);
     h2.send_data(stream, reply, false);
     send_trailers(h2, memos, stream, None, trailers, text);
 }
 
-/// Sends the response headers with `metadata`.
+/// Sends a unary answer whose framed message `reply` is compressed.
+pub(crate) fn send_compressed_answer(
+    h2: &mut Connection,
+    memos: &mut Memos,
+    stream: u32,
+    reply: &[u8],
+    headers: &Metadata,
+    trailers: &Metadata,
+    text: &mut Vec<u8>,
+) {
+    send_headers(h2, memos, stream, headers, true);
+    h2.send_data(stream, reply, false);
+    send_trailers(h2, memos, stream, None, trailers, text);
+}
+
+/// Sends the response headers with `metadata`; with `gzip`, they say the
+/// messages are compressed.
 #[inline]
 pub(crate) fn send_headers(
     h2: &mut Connection,
     memos: &mut Memos,
     stream: u32,
     metadata: &Metadata,
+    gzip: bool,
 ) {
+    let (memo, fields): (_, &[Field<'_>]) = if gzip {
+        (&mut memos.gzip_headers, &GZIP_HEADERS)
+    } else {
+        (&mut memos.headers, &SUCCESS_HEADERS)
+    };
     if metadata.is_empty() {
-        h2.send_headers_memo(stream, &mut memos.headers, &SUCCESS_HEADERS, false);
+        h2.send_headers_memo(stream, memo, fields, false);
         return;
     }
-    let mut fields = SUCCESS_HEADERS.to_vec();
+    let mut fields = fields.to_vec();
     push_metadata(&mut fields, metadata);
     h2.send_headers(stream, &fields, false);
 }
@@ -118,7 +154,10 @@ pub(crate) fn send_status_only(
     fields.extend(SUCCESS_HEADERS);
     push_status(&mut fields, status, text);
     if status.is_some_and(|s| s.code() == Code::Unimplemented) {
-        fields.push(Field::indexed(b"grpc-accept-encoding", b"identity"));
+        fields.push(Field::indexed(
+            b"grpc-accept-encoding",
+            compression::ACCEPTED,
+        ));
     }
     push_metadata(&mut fields, headers);
     push_metadata(&mut fields, trailers);

@@ -1,4 +1,9 @@
 //! Generates the message and service code of the example protos.
+//!
+//! Each package with a service also gets `FILE_DESCRIPTOR_SET`, the encoded
+//! descriptors of its run's protos and their imports, which the example
+//! binaries pass to `pajamax_reflection::serve` for server reflection: one
+//! run for `dict_store`, one for the others.
 
 fn main() -> std::io::Result<()> {
     // The dict_store example sends its calls to shard threads.

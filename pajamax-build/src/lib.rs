@@ -63,6 +63,40 @@
 //! comments. Two rpcs whose Rust names meet give a `compile_error!` naming
 //! the name.
 //!
+//! # File descriptor set (server reflection)
+//!
+//! Each run also writes the encoded `google.protobuf.FileDescriptorSet` of
+//! every proto file it compiled, the files they import included (the
+//! well-known `google/protobuf/*.proto` too), with their source info
+//! (comments) and custom options. Every package module that defines a
+//! service gets it as a constant:
+//!
+//! ```ignore
+//! /// The encoded `google.protobuf.FileDescriptorSet` of every proto file ...
+//! pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(...);
+//! ```
+//!
+//! so that server reflection (the `pajamax-reflection` crate) can describe
+//! every service of the server, and every message they use, in one line:
+//!
+//! ```ignore
+//! let builder = pajamax::Server::builder()
+//!     .add_service(GreeterServer::new(MyGreeter));
+//! pajamax_reflection::serve(builder, &[helloworld::FILE_DESCRIPTOR_SET])
+//!     .serve("127.0.0.1:50051")
+//! ```
+//!
+//! Every package of one run holds the same set (the run's), so one
+//! package's constant is enough for all the services compiled together; a
+//! server with services from several runs passes one constant per run. The
+//! set is written as `<package>.file_descriptor_set.bin` (`_` for no
+//! package) in [`Builder::out_dir`] when one is given, and read from there
+//! relative to the generated file; otherwise in Cargo's `OUT_DIR`, and read
+//! with `include_bytes!(concat!(env!("OUT_DIR"), ...))`. A run with neither
+//! (outside a build script, the output directory set only in the
+//! [`prost_config`](Builder::prost_config)) writes no set and emits no
+//! constant. A package that defines no service gets no constant.
+//!
 //! # Dispatch mode
 //!
 //! The code above runs every handler on the worker thread that read the
@@ -133,7 +167,9 @@
 mod generator;
 mod ident;
 
-use generator::{Modes, PajamaxGenerator, ServiceMode};
+use generator::{
+    descriptor_set_file_name, DescriptorSetPlace, Modes, PajamaxGenerator, ServiceMode,
+};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::io;
@@ -345,7 +381,10 @@ impl Builder {
     }
 
     /// Compiles `protos`, looking imports up in `includes`, and writes one
-    /// `<package>.rs` file per proto package.
+    /// `<package>.rs` file per proto package, and for each package with a
+    /// service the run's encoded file descriptor set, which its
+    /// `FILE_DESCRIPTOR_SET` constant holds (see the
+    /// [crate docs](crate#file-descriptor-set-server-reflection)).
     ///
     /// A file given in `protos` must lie in one of the `includes`, or be a
     /// path relative to one of them. Files that `protos` import are
@@ -402,13 +441,45 @@ impl Builder {
             .collect();
         check_modes(&self.modes, &defined)?;
 
+        // The encoded set, extension options included, for reflection:
+        // one copy per package with a service, next to its code.
+        let (set_dir, place) = match (&self.out_dir, std::env::var_os("OUT_DIR")) {
+            (Some(dir), _) => (Some(dir.clone()), DescriptorSetPlace::NextToCode),
+            (None, Some(dir)) => (Some(PathBuf::from(dir)), DescriptorSetPlace::OutDir),
+            (None, None) => (None, DescriptorSetPlace::OutDir),
+        };
+        let mut generator = PajamaxGenerator::new(self.modes);
+        if let Some(dir) = set_dir {
+            let encoded = compiler.encode_file_descriptor_set();
+            let packages: BTreeSet<&str> = descriptors
+                .file
+                .iter()
+                .filter(|file| !file.service.is_empty())
+                .map(|file| file.package())
+                .collect();
+            for package in packages {
+                write_if_changed(&dir.join(descriptor_set_file_name(package)), &encoded)?;
+            }
+            generator = generator.with_descriptor_set(place);
+        }
+
         let mut config = self.config.unwrap_or_default();
         if let Some(dir) = self.out_dir {
             config.out_dir(dir);
         }
-        config.service_generator(Box::new(PajamaxGenerator::new(self.modes)));
+        config.service_generator(Box::new(generator));
         config.compile_fds(descriptors)
     }
+}
+
+/// Writes `contents` to `path` unless it already holds them, so that what
+/// includes the file is not rebuilt for nothing.
+fn write_if_changed(path: &Path, contents: &[u8]) -> io::Result<()> {
+    if std::fs::read(path).ok().as_deref() == Some(contents) {
+        return Ok(());
+    }
+    std::fs::write(path, contents)
+        .map_err(|err| io::Error::new(err.kind(), format!("writing {}: {err}", path.display())))
 }
 
 /// Service names as given to the builder, without a leading `.`.
@@ -618,6 +689,102 @@ message Item { common.Id id = 1; }
     }
 
     #[test]
+    fn the_descriptor_set_is_embedded_with_imports_and_source_info() {
+        use prost::Message;
+
+        let common = "syntax = \"proto3\";\npackage common;\nmessage Id { uint64 value = 1; }\n";
+        let store = r#"
+syntax = "proto3";
+package store.v1;
+import "common/id.proto";
+import "google/protobuf/empty.proto";
+// Keeps items.
+service Store {
+  rpc Get (common.Id) returns (Item);
+  rpc Clear (google.protobuf.Empty) returns (google.protobuf.Empty);
+}
+message Item { common.Id id = 1; }
+"#;
+        let dir = scratch(&[("common/id.proto", common), ("store/v1/store.proto", store)]);
+        compile_in(&dir, &["store/v1/store.proto"]).unwrap();
+
+        // The package with a service refers to its copy of the set, next
+        // to its code; the package without one has no constant.
+        let code = fs::read_to_string(dir.join("out/store.v1.rs")).unwrap();
+        let squeezed: String = code.split_whitespace().collect();
+        assert!(
+            squeezed.contains(
+                "pubconstFILE_DESCRIPTOR_SET:&[u8]=include_bytes!(\"store.v1.file_descriptor_set.bin\");"
+            ),
+            "{code}"
+        );
+        let common_code = fs::read_to_string(dir.join("out/common.rs")).unwrap();
+        assert!(
+            !common_code.contains("FILE_DESCRIPTOR_SET"),
+            "{common_code}"
+        );
+        assert!(!dir.join("out/common.file_descriptor_set.bin").exists());
+
+        let encoded = fs::read(dir.join("out/store.v1.file_descriptor_set.bin")).unwrap();
+        let set = prost_types::FileDescriptorSet::decode(encoded.as_slice()).unwrap();
+        let names: Vec<&str> = set.file.iter().map(|file| file.name()).collect();
+        // Every file, imports first.
+        assert_eq!(
+            names,
+            [
+                "common/id.proto",
+                "google/protobuf/empty.proto",
+                "store/v1/store.proto"
+            ],
+            "{names:?}"
+        );
+        let store = &set.file[2];
+        assert_eq!(store.service[0].name(), "Store");
+        assert_eq!(
+            store.dependency,
+            ["common/id.proto", "google/protobuf/empty.proto"]
+        );
+        // With the comments, for reflection clients that show them.
+        let comments: Vec<&str> = store
+            .source_code_info
+            .as_ref()
+            .unwrap()
+            .location
+            .iter()
+            .filter_map(|l| l.leading_comments.as_deref())
+            .collect();
+        assert_eq!(comments, [" Keeps items.\n"]);
+        assert_eq!(set.file[1].message_type[0].name(), "Empty");
+
+        // A second run with the same protos leaves the file alone.
+        let written = fs::metadata(dir.join("out/store.v1.file_descriptor_set.bin"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        compile_in(&dir, &["store/v1/store.proto"]).unwrap();
+        let again = fs::metadata(dir.join("out/store.v1.file_descriptor_set.bin"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(written, again);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn every_package_of_a_run_gets_the_whole_set() {
+        let dir = scratch(&[
+            ("dict_store.proto", DICT_STORE),
+            ("helloworld.proto", GREETER),
+        ]);
+        compile_in(&dir, &["dict_store.proto", "helloworld.proto"]).unwrap();
+        let one = fs::read(dir.join("out/dict_store.file_descriptor_set.bin")).unwrap();
+        let other = fs::read(dir.join("out/helloworld.file_descriptor_set.bin")).unwrap();
+        assert_eq!(one, other);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn a_syntax_error_is_an_error_naming_the_problem() {
         let broken = "syntax = \"proto3\";\npackage broken;\nmessage A {\n  string name = 1\n}\n";
         let dir = scratch(&[("broken.proto", broken)]);
@@ -692,7 +859,10 @@ message Value { double value = 1; }
             .compile(protos, &[dir])?;
         let mut code = String::new();
         for entry in fs::read_dir(dir.join("out")).unwrap() {
-            code.push_str(&fs::read_to_string(entry.unwrap().path()).unwrap());
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|ext| ext == "rs") {
+                code.push_str(&fs::read_to_string(path).unwrap());
+            }
         }
         syn::parse_file(&code).unwrap();
         Ok(code)

@@ -1,7 +1,8 @@
 //! Generates services with every kind of method, in local and dispatch mode,
 //! into a crate of their own (`tests/generated/`), then builds and tests
 //! that crate against pajamax: the generated code compiles without a
-//! warning (missing docs and clippy included), can be implemented, and
+//! warning (missing docs and clippy included; in a binary's private module
+//! too, where the file descriptor set goes unused), can be implemented, and
 //! serves calls through `pajamax::Service`. The build script's warnings for
 //! what dispatch mode does not serve are checked on the way.
 //!
@@ -15,9 +16,10 @@ use std::process::{Command, Output};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The fixture files, as `(path in the crate, contents)`.
-const FILES: [(&str, &str); 5] = [
+const FILES: [(&str, &str); 6] = [
     ("build.rs", include_str!("generated/build.rs")),
     ("src/lib.rs", include_str!("generated/lib.rs")),
+    ("src/bin/private.rs", include_str!("generated/private.rs")),
     ("tests/serve.rs", include_str!("generated/serve.rs")),
     (
         "proto/routeguide.proto",
@@ -155,7 +157,7 @@ fn generated_code_compiles_and_serves_every_kind() {
     // The unit tests (through `pajamax::Service`) and the network ones
     // (through a server and a tonic client) ran.
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("test result: ok. 5 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 6 passed"), "{stdout}");
     assert!(stdout.contains("test result: ok. 3 passed"), "{stdout}");
 
     if has_clippy() {

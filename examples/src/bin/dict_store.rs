@@ -46,7 +46,14 @@ fn main() -> io::Result<()> {
         pajamax::dispatch::DEFAULT_QUEUE_SIZE,
     )?;
     let (router, _backends) = spawn_backends(shards, queue_size);
-    pajamax::Server::builder()
-        .add_service(DictStoreServer::new(router))
-        .serve(addr.as_str())
+    let builder = pajamax::Server::builder().add_service(DictStoreServer::new(router));
+    // Health checking (grpc.health.v1.Health): every service SERVING.
+    let (_health, builder) = pajamax_health::serve(builder);
+    // Server reflection (grpc.reflection.v1 and v1alpha) for every service above.
+    let sets = [
+        pajamax_examples::dict_store::FILE_DESCRIPTOR_SET,
+        pajamax_health::proto::FILE_DESCRIPTOR_SET,
+    ];
+    let builder = pajamax_reflection::serve(builder, &sets);
+    builder.serve(addr.as_str())
 }

@@ -40,9 +40,16 @@ fn main() -> ExitCode {
     } else {
         format!("{host}:{port}")
     };
-    let served = pajamax::Server::builder()
-        .add_service(TestServiceServer::new(InteropService))
-        .serve(addr.as_str());
+    let builder = pajamax::Server::builder().add_service(TestServiceServer::new(InteropService));
+    // Health checking (grpc.health.v1.Health): every service SERVING.
+    let (_health, builder) = pajamax_health::serve(builder);
+    // Server reflection (grpc.reflection.v1 and v1alpha) for every service above.
+    let sets = [
+        pajamax_examples::grpc_testing::FILE_DESCRIPTOR_SET,
+        pajamax_health::proto::FILE_DESCRIPTOR_SET,
+    ];
+    let builder = pajamax_reflection::serve(builder, &sets);
+    let served = builder.serve(addr.as_str());
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -10,7 +10,15 @@ fn main() -> std::io::Result<()> {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:10000".to_owned());
-    pajamax::Server::builder()
-        .add_service(RouteGuideServer::new(RouteGuideService::new()))
-        .serve(addr.as_str())
+    let builder =
+        pajamax::Server::builder().add_service(RouteGuideServer::new(RouteGuideService::new()));
+    // Health checking (grpc.health.v1.Health): every service SERVING.
+    let (_health, builder) = pajamax_health::serve(builder);
+    // Server reflection (grpc.reflection.v1 and v1alpha) for every service above.
+    let sets = [
+        pajamax_examples::route_guide::FILE_DESCRIPTOR_SET,
+        pajamax_health::proto::FILE_DESCRIPTOR_SET,
+    ];
+    let builder = pajamax_reflection::serve(builder, &sets);
+    builder.serve(addr.as_str())
 }

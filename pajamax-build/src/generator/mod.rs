@@ -52,15 +52,47 @@ impl Modes {
     }
 }
 
+/// Where the encoded file descriptor set of a compile run was written, as
+/// the generated `FILE_DESCRIPTOR_SET` constant finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DescriptorSetPlace {
+    /// In the directory of the generated code: `include_bytes!("<file>")`,
+    /// relative to the generated file.
+    NextToCode,
+    /// In Cargo's `OUT_DIR`: `include_bytes!(concat!(env!("OUT_DIR"),
+    /// "/<file>"))`, whichever directory the code itself went to.
+    OutDir,
+}
+
+/// The name of the file holding the encoded file descriptor set for the
+/// generated code of `package` (`_` stands for no package, as in prost).
+pub(crate) fn descriptor_set_file_name(package: &str) -> String {
+    let package = if package.is_empty() { "_" } else { package };
+    format!("{package}.file_descriptor_set.bin")
+}
+
 /// Writes a server module for every service prost-build meets.
 #[derive(Debug, Default)]
 pub(crate) struct PajamaxGenerator {
     modes: Modes,
+    /// Where the run's descriptor set is, for `FILE_DESCRIPTOR_SET`; none
+    /// when it was not written.
+    descriptor_set: Option<DescriptorSetPlace>,
 }
 
 impl PajamaxGenerator {
     pub(crate) fn new(modes: Modes) -> PajamaxGenerator {
-        PajamaxGenerator { modes }
+        PajamaxGenerator {
+            modes,
+            descriptor_set: None,
+        }
+    }
+
+    /// Emits a `FILE_DESCRIPTOR_SET` constant into every package with a
+    /// service, reading the set from `place`.
+    pub(crate) fn with_descriptor_set(mut self, place: DescriptorSetPlace) -> PajamaxGenerator {
+        self.descriptor_set = Some(place);
+        self
     }
 }
 
@@ -73,6 +105,32 @@ impl prost_build::ServiceGenerator for PajamaxGenerator {
         }
         buf.push_str(&generated.code);
     }
+
+    fn finalize_package(&mut self, package: &str, buf: &mut String) {
+        if let Some(place) = self.descriptor_set {
+            buf.push_str(&descriptor_set_const(package, place));
+        }
+    }
+}
+
+/// The `FILE_DESCRIPTOR_SET` constant of `package`'s module.
+pub(crate) fn descriptor_set_const(package: &str, place: DescriptorSetPlace) -> String {
+    let file = descriptor_set_file_name(package);
+    let path = match place {
+        DescriptorSetPlace::NextToCode => format!("{file:?}"),
+        DescriptorSetPlace::OutDir => {
+            format!("concat!(env!(\"OUT_DIR\"), {:?})", format!("/{file}"))
+        }
+    };
+    format!(
+        "/// The encoded `google.protobuf.FileDescriptorSet` of every proto file\n\
+         /// compiled in the same `pajamax-build` run as this package, the files\n\
+         /// they import included (well-known types too), with their source info:\n\
+         /// what server reflection serves, as in\n\
+         /// `pajamax_reflection::serve(builder, &[FILE_DESCRIPTOR_SET])`.\n\
+         #[allow(dead_code)]\n\
+         pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!({path});\n"
+    )
 }
 
 /// The code of one service, and what it could not serve.

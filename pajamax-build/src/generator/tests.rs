@@ -1179,3 +1179,45 @@ fn type_paths_are_seen_from_the_server_module() {
     assert_eq!(type_path("::prost_types::Any"), "::prost_types::Any");
     assert_eq!(type_path("crate::x::Y"), "crate::x::Y");
 }
+
+#[test]
+fn packages_end_with_their_descriptor_set_when_one_was_written() {
+    use prost_build::ServiceGenerator;
+
+    // None written (no output directory known): no constant.
+    let mut buf = String::new();
+    PajamaxGenerator::new(Modes::default()).finalize_package("helloworld", &mut buf);
+    assert_eq!(buf, "");
+
+    let mut generator =
+        PajamaxGenerator::new(Modes::default()).with_descriptor_set(DescriptorSetPlace::OutDir);
+    generator.finalize_package("grpc.testing", &mut buf);
+    let file = syn::parse_file(&buf).unwrap();
+    let Item::Const(constant) = &file.items[0] else {
+        panic!("not a constant: {buf}");
+    };
+    assert_eq!(constant.ident, "FILE_DESCRIPTOR_SET");
+    // Documented, and no warning where it goes unused (a binary's
+    // private module, without reflection).
+    assert!(constant.attrs.iter().any(|a| a.path().is_ident("doc")));
+    let allowed: Vec<String> = constant
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("allow"))
+        .map(|a| a.to_token_stream().to_string())
+        .collect();
+    assert_eq!(allowed, ["# [allow (dead_code)]"]);
+    assert_eq!(
+        constant.expr.to_token_stream().to_string(),
+        "include_bytes ! (concat ! (env ! (\"OUT_DIR\") , \"/grpc.testing.file_descriptor_set.bin\"))"
+    );
+
+    let mut buf = String::new();
+    PajamaxGenerator::new(Modes::default())
+        .with_descriptor_set(DescriptorSetPlace::NextToCode)
+        .finalize_package("", &mut buf);
+    assert!(
+        buf.contains("include_bytes!(\"_.file_descriptor_set.bin\")"),
+        "{buf}"
+    );
+}

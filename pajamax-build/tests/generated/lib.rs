@@ -340,4 +340,17 @@ mod tests {
         assert!(unary(&server, "Get", &[]).is_ok());
         queue.try_recv().unwrap().handle(&mut Nothing);
     }
+
+    #[test]
+    fn every_package_with_a_service_embeds_the_run_s_descriptor_set() {
+        // Both packages come from one run: both constants hold its set,
+        // which names both files.
+        assert_eq!(routeguide::FILE_DESCRIPTOR_SET, feed::FILE_DESCRIPTOR_SET);
+        let set = routeguide::FILE_DESCRIPTOR_SET;
+        let holds = |name: &[u8]| set.windows(name.len()).any(|w| w == name);
+        assert!(holds(b"routeguide.proto"));
+        assert!(holds(b"feed.proto"));
+        assert!(holds(b"google/protobuf/empty.proto"));
+        assert!(holds(b"RouteGuide"));
+    }
 }

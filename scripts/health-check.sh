@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Health checking against the example servers with grpc-health-probe
+# v0.4.61 (grpc-go's health client):
+#   - helloworld: the server as a whole ("") and helloworld.Greeter are
+#     SERVING, an unknown service is an error (NOT_FOUND);
+#   - route_guide, dict_store and interop-server: their service is SERVING.
+#
+# Needs cargo, go and python3. The probe is built from the Go module proxy
+# into ${CARGO_TARGET_DIR:-target}/conformance/bin the first time, and only
+# rebuilt when missing or of another version. Exits non-zero on any failure.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+PROBE_VERSION=v0.4.61
+PROBE_MODULE=github.com/grpc-ecosystem/grpc-health-probe
+
+started=$(date +%s)
+log() { printf '[health-check %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
+
+# ----- the probe -----
+
+go_cmd=$(command -v go || true)
+if [ -z "$go_cmd" ] && [ -x /usr/local/go/bin/go ]; then
+    go_cmd=/usr/local/go/bin/go
+fi
+if [ -z "$go_cmd" ]; then
+    echo "health-check: go is not installed" >&2
+    exit 1
+fi
+command -v python3 >/dev/null || { echo "health-check: python3 is not installed" >&2; exit 1; }
+
+target_dir=${CARGO_TARGET_DIR:-target}
+case "$target_dir" in
+/*) ;;
+*) target_dir="$root/$target_dir" ;;
+esac
+tools_bin="$target_dir/conformance/bin"
+mkdir -p "$tools_bin"
+
+probe="$tools_bin/grpc-health-probe"
+if ! { [ -x "$probe" ] && "$go_cmd" version -m "$probe" 2>/dev/null |
+    awk -v mod="$PROBE_MODULE" -v ver="$PROBE_VERSION" '$1 == "mod" && $2 == mod && $3 == ver { found = 1 } END { exit !found }'; }; then
+    log "installing grpc-health-probe $PROBE_VERSION into $tools_bin"
+    scratch=$(mktemp -d)
+    (cd "$scratch" && GOBIN="$tools_bin" GOFLAGS=-mod=mod "$go_cmd" install "$PROBE_MODULE@$PROBE_VERSION")
+    rmdir "$scratch"
+fi
+
+# ----- servers -----
+
+log "building the example servers (release)"
+cargo build --release -p pajamax-examples --bins
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+release="$target_dir/release"
+start_on_free_port "$work/helloworld.log" "$release/helloworld" "127.0.0.1:{port}"
+helloworld_port=$started_port
+start_on_free_port "$work/route_guide.log" "$release/route_guide" "127.0.0.1:{port}"
+route_guide_port=$started_port
+start_on_free_port "$work/dict_store.log" "$release/dict_store" "127.0.0.1:{port}"
+dict_store_port=$started_port
+start_on_free_port "$work/interop-server.log" "$release/interop-server" "--port={port}" --use_tls=false
+interop_port=$started_port
+
+# ----- checks -----
+
+failures=0
+
+# Probes 127.0.0.1:$1 for service $2 ("" for the server); $3 is the exit
+# status expected (0: SERVING).
+expect() {
+    local port=$1 service=$2 want=$3 out rc=0
+    out=$("$probe" -addr="127.0.0.1:$port" -service="$service" -connect-timeout=5s -rpc-timeout=5s 2>&1) || rc=$?
+    if [ "$rc" -eq "$want" ]; then
+        log "ok   ${service:-(server)} on :$port: $out"
+    else
+        log "FAIL ${service:-(server)} on :$port: exit $rc, not $want: $out"
+        failures=$((failures + 1))
+    fi
+}
+
+expect "$helloworld_port" "" 0
+expect "$helloworld_port" helloworld.Greeter 0
+expect "$helloworld_port" grpc.health.v1.Health 0
+# grpc-health-probe exits 3 when the RPC fails (here NOT_FOUND).
+expect "$helloworld_port" helloworld.Nobody 3
+expect "$route_guide_port" routeguide.RouteGuide 0
+expect "$dict_store_port" dict_store.DictStore 0
+expect "$interop_port" grpc.testing.TestService 0
+
+if [ "$failures" -ne 0 ]; then
+    echo "health-check: FAILED ($failures failing check(s))"
+    exit 1
+fi
+echo "health-check: all checks passed ($(($(date +%s) - started)) s)"

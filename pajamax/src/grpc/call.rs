@@ -12,7 +12,7 @@ use crate::grpc::streaming::{RawHandler, RawProducer};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One call, on the stream that carries it.
 #[derive(Default)]
@@ -22,9 +22,9 @@ pub(crate) struct Call {
     pub route: Option<Route>,
     /// The request's custom headers.
     pub metadata: Metadata,
-    /// The custom headers of a request that repeats the header block of an
-    /// earlier one, shared with the calls that do; `metadata` is then empty.
-    pub shared_metadata: Option<Rc<Metadata>>,
+    /// The head of a request that repeats the header block of an earlier
+    /// one, shared with the calls that do; `metadata` is then empty.
+    pub shared: Option<Rc<SharedHead>>,
     /// When the client gives up.
     pub deadline: Option<Instant>,
     /// Request bytes not yet consumed.
@@ -55,6 +55,40 @@ pub(crate) struct Call {
     pub compress: bool,
     /// The one request message came compressed.
     pub compressed_request: bool,
+}
+
+/// What a remembered request header block says about its calls, shared by
+/// the calls that repeat it.
+#[derive(Debug)]
+pub(crate) struct SharedHead {
+    /// The codec's id of the block.
+    pub block_id: u64,
+    pub route: Route,
+    /// From `grpc-timeout`.
+    pub timeout: Option<Duration>,
+    pub encoding: Encoding,
+    pub accept_gzip: bool,
+    /// The custom headers.
+    pub metadata: Metadata,
+}
+
+/// A unary or server-streaming call that repeats a remembered header block
+/// and waits for its request body: all it holds until then.
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    pub head: Rc<SharedHead>,
+    pub deadline: Option<Instant>,
+}
+
+impl Call {
+    /// Fills a fresh call from what a waiting one holds.
+    pub(crate) fn resume(&mut self, waiting: Waiting) {
+        self.route = Some(waiting.head.route);
+        self.deadline = waiting.deadline;
+        self.encoding = waiting.head.encoding;
+        self.accept_gzip = waiting.head.accept_gzip;
+        self.shared = Some(waiting.head);
+    }
 }
 
 /// Who serves a call.
@@ -112,14 +146,16 @@ impl RemoteCall {
 impl Call {
     /// The request's custom headers.
     pub(crate) fn request_metadata(&self) -> &Metadata {
-        self.shared_metadata.as_deref().unwrap_or(&self.metadata)
+        self.shared
+            .as_deref()
+            .map_or(&self.metadata, |head| &head.metadata)
     }
 
     /// Readies a finished call's room for the next one.
     pub(crate) fn reset(&mut self) {
         self.route = None;
         self.metadata.clear();
-        self.shared_metadata = None;
+        self.shared = None;
         self.deadline = None;
         self.inbound.clear();
         self.unreleased = 0;

@@ -20,7 +20,7 @@
 //!    and the socket takes more.
 
 use crate::fast_hash::BuildStreamIdHasher;
-use crate::grpc::call::{Call, RemoteCall, State};
+use crate::grpc::call::{Call, RemoteCall, SharedHead, State, Waiting};
 use crate::grpc::compression::{self, Encoding};
 use crate::grpc::context::{AnswerTo, Context, ResponseMetadata};
 use crate::grpc::executor;
@@ -79,35 +79,20 @@ impl Default for GrpcConfig {
     }
 }
 
-/// What a remembered request header block said, for the calls that repeat
-/// it.
-#[derive(Debug)]
-struct RepeatedHead {
-    block_id: u64,
-    route: Route,
-    timeout: Option<std::time::Duration>,
-    encoding: Encoding,
-    accept_gzip: bool,
-    /// Shared by the calls that repeat the block.
-    metadata: Rc<crate::grpc::metadata::Metadata>,
+/// A new request, once its headers are read.
+enum Opened {
+    /// Answered, started, or kept: nothing more to do now.
+    Done,
+    /// Waits for its body.
+    Full(Box<Call>),
+    /// Waits for its body, as a light record.
+    Light(Waiting),
 }
 
-impl Default for RepeatedHead {
-    fn default() -> RepeatedHead {
-        RepeatedHead {
-            block_id: 0,
-            route: Route {
-                service: 0,
-                method: 0,
-                kind: MethodKind::Unary,
-            },
-            timeout: None,
-            encoding: Encoding::Identity,
-            accept_gzip: false,
-            metadata: Default::default(),
-        }
-    }
-}
+/// The most boxes of finished calls a connection keeps for the next ones:
+/// enough for the calls that need a box at once (streams, and requests
+/// whose header block is new), not for every stream a burst opened.
+const MAX_SPARE_CALLS: usize = 64;
 
 /// How many answer bytes a producer on the worker makes in one turn before
 /// the next producer's turn.
@@ -138,6 +123,9 @@ pub struct GrpcConnection {
     /// Boxed, so that a call moves as a pointer on the way from its
     /// headers to its answer.
     calls: HashMap<u32, Box<Call>, BuildStreamIdHasher>,
+    /// Unary and server-streaming calls that repeat a remembered header
+    /// block and wait for their body.
+    waiting: HashMap<u32, Waiting, BuildStreamIdHasher>,
     /// Boxes of finished calls, kept to be handed out again as they are.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Call>>,
@@ -155,7 +143,7 @@ pub struct GrpcConnection {
     last_route: Option<(u64, Route)>,
     /// The head of the last gRPC request whose header block the codec
     /// remembered, by the block's id.
-    repeated: Option<RepeatedHead>,
+    repeated: Option<Rc<SharedHead>>,
     /// Calls answered (their status sent) since the runtime last asked.
     answered: u64,
     /// The server has interceptors, observers.
@@ -202,8 +190,9 @@ impl GrpcConnection {
             buffered: 0,
             peer,
             calls: HashMap::default(),
+            waiting: HashMap::default(),
             spare: Vec::new(),
-            max_spare: config.h2.max_concurrent_streams as usize,
+            max_spare: (config.h2.max_concurrent_streams as usize).min(MAX_SPARE_CALLS),
             events: Vec::new(),
             reply: Vec::new(),
             response_metadata: ResponseMetadata::default(),
@@ -272,7 +261,7 @@ impl GrpcConnection {
 
     /// The calls open now.
     pub fn open_calls(&self) -> usize {
-        self.calls.len()
+        self.calls.len() + self.waiting.len()
     }
 
     /// Whether producers on the worker may send more: call
@@ -314,11 +303,11 @@ impl GrpcConnection {
                     too_large,
                     block_id,
                 } => {
-                    let waiting =
+                    let opened =
                         self.on_request(stream, fields, end_stream, too_large, block_id, now);
-                    let Some(call) = waiting else {
+                    if let Opened::Done = opened {
                         continue;
-                    };
+                    }
                     // The body that follows at once, when it is the whole
                     // of it, is taken without a trip through the table.
                     let body = match events_in_order.peek() {
@@ -329,12 +318,28 @@ impl GrpcConnection {
                         }) if *of == stream => Some(data.clone()),
                         _ => None,
                     };
-                    match body {
-                        Some(data) if self.is_whole_request(&call, &input[data.clone()]) => {
+                    match (opened, body) {
+                        (Opened::Full(call), Some(data))
+                            if self.is_whole_request(&call, &input[data.clone()]) =>
+                        {
                             events_in_order.next();
                             self.run_single(stream, call, &input[data][PREFIX_LEN..], now);
                         }
-                        _ => self.wait_for_body(stream, call),
+                        (Opened::Light(waiting), Some(data))
+                            if self.is_whole_message(&input[data.clone()]) =>
+                        {
+                            events_in_order.next();
+                            let call = self.resume(waiting);
+                            self.run_single(stream, call, &input[data][PREFIX_LEN..], now);
+                        }
+                        (Opened::Full(call), _) => self.wait_for_body(stream, call),
+                        (Opened::Light(waiting), _) => {
+                            if waiting.deadline.is_some() {
+                                self.new_deadlines.push(stream);
+                            }
+                            self.waiting.insert(stream, waiting);
+                        }
+                        (Opened::Done, _) => {}
                     }
                 }
                 Event::Data {
@@ -366,30 +371,50 @@ impl GrpcConnection {
         too_large: bool,
         block_id: u64,
         now: Instant,
-    ) -> Option<Box<Call>> {
+    ) -> Opened {
         if too_large {
             let status = Status::resource_exhausted("request header list too large");
             self.answer_status(stream, &status);
-            return None;
+            return Opened::Done;
+        }
+        let repeated = match &self.repeated {
+            Some(head) if block_id != 0 && head.block_id == block_id => Some(head.clone()),
+            _ => None,
+        };
+        if let Some(head) = &repeated {
+            if !end_stream
+                && matches!(
+                    head.route.kind,
+                    MethodKind::Unary | MethodKind::ServerStreaming
+                )
+            {
+                // Until its body comes, the call is its head and deadline.
+                let deadline = head.timeout.and_then(|d| now.checked_add(d));
+                return Opened::Light(Waiting {
+                    head: repeated.expect("matched"),
+                    deadline,
+                });
+            }
         }
         let mut call = self.spare.pop().unwrap_or_default();
         call.recv_done = end_stream;
-        let route = match &self.repeated {
+        let route = match repeated {
             // The same header block as a call before: the same route,
             // timeout and metadata.
-            Some(repeated) if block_id != 0 && repeated.block_id == block_id => {
-                call.shared_metadata = Some(repeated.metadata.clone());
-                call.deadline = repeated.timeout.and_then(|d| now.checked_add(d));
-                call.encoding = repeated.encoding;
-                call.accept_gzip = repeated.accept_gzip;
-                Some(repeated.route)
+            Some(head) => {
+                let route = head.route;
+                call.resume(Waiting {
+                    deadline: head.timeout.and_then(|d| now.checked_add(d)),
+                    head,
+                });
+                Some(route)
             }
-            _ => match self.read_head(&mut call, fields, block_id, now) {
+            None => match self.read_head(&mut call, fields, block_id, now) {
                 Ok(route) => route,
                 Err(status) => {
                     self.recycle(call);
                     self.answer_status(stream, &status);
-                    return None;
+                    return Opened::Done;
                 }
             },
         };
@@ -400,14 +425,21 @@ impl GrpcConnection {
                 MethodKind::ClientStreaming | MethodKind::BidiStreaming
             ) {
                 self.start_inbound(stream, call, route, now);
-                return None;
+                return Opened::Done;
             }
         }
         if end_stream {
             self.finish_collecting(stream, call, now);
-            return None;
+            return Opened::Done;
         }
-        Some(call)
+        Opened::Full(call)
+    }
+
+    /// A call in a box again, from what it held while waiting.
+    fn resume(&mut self, waiting: Waiting) -> Box<Call> {
+        let mut call = self.spare.pop().unwrap_or_default();
+        call.resume(waiting);
+        call
     }
 
     /// Keeps a call until its request body arrives.
@@ -425,7 +457,13 @@ impl GrpcConnection {
         call.inbound.is_empty()
             && matches!(call.state, State::Collecting)
             && call.route.is_some()
-            && framing::message_len(data) == Some(data.len())
+            && self.is_whole_message(data)
+    }
+
+    /// Whether `data` is one whole uncompressed message within the limit.
+    #[inline]
+    fn is_whole_message(&self, data: &[u8]) -> bool {
+        framing::message_len(data) == Some(data.len())
             && framing::check_prefix(data, self.max_message, false).is_ok()
     }
 
@@ -488,18 +526,28 @@ impl GrpcConnection {
         let route = route.expect("checked above");
         call.encoding = head.encoding.expect("checked above");
         if block_id != 0 {
-            let repeated = self.repeated.get_or_insert_with(Default::default);
-            repeated.block_id = block_id;
-            repeated.route = route;
-            repeated.timeout = head.timeout;
-            repeated.encoding = call.encoding;
-            repeated.accept_gzip = call.accept_gzip;
-            repeated.metadata = Rc::new(call.metadata.clone());
+            self.repeated = Some(Rc::new(SharedHead {
+                block_id,
+                route,
+                timeout: head.timeout,
+                encoding: call.encoding,
+                accept_gzip: call.accept_gzip,
+                metadata: call.metadata.clone(),
+            }));
         }
         Ok(Some(route))
     }
 
     fn on_data(&mut self, stream: u32, data: &[u8], end_stream: bool, now: Instant) {
+        if !self.waiting.is_empty() {
+            if let Some(waiting) = self.waiting.remove(&stream) {
+                let call = self.resume(waiting);
+                if end_stream && self.is_whole_message(data) {
+                    return self.run_single(stream, call, &data[PREFIX_LEN..], now);
+                }
+                self.calls.insert(stream, call);
+            }
+        }
         let Entry::Occupied(mut entry) = self.calls.entry(stream) else {
             return;
         };
@@ -570,6 +618,9 @@ impl GrpcConnection {
     }
 
     fn on_reset(&mut self, stream: u32) {
+        if self.waiting.remove(&stream).is_some() {
+            return;
+        }
         if let Some(call) = self.take_call(stream) {
             if let State::Remote(remote) = &call.state {
                 remote.shared.cancel(CancelReason::Cancelled);
@@ -792,7 +843,9 @@ impl GrpcConnection {
         }
         let service = self.router.service(route.service);
         let mut ctx = Context::new(
-            call.shared_metadata.as_deref().unwrap_or(&call.metadata),
+            call.shared
+                .as_deref()
+                .map_or(&call.metadata, |head| &head.metadata),
             call.deadline,
             self.peer,
             &mut call.response,
@@ -866,7 +919,9 @@ impl GrpcConnection {
         }
         let service = self.router.service(route.service);
         let mut ctx = Context::new(
-            call.shared_metadata.as_deref().unwrap_or(&call.metadata),
+            call.shared
+                .as_deref()
+                .map_or(&call.metadata, |head| &head.metadata),
             call.deadline,
             self.peer,
             &mut call.response,
@@ -982,7 +1037,9 @@ impl GrpcConnection {
                     }
                     let out = &mut self.outgoing;
                     let mut ctx = Context::new(
-                        call.shared_metadata.as_deref().unwrap_or(&call.metadata),
+                        call.shared
+                            .as_deref()
+                            .map_or(&call.metadata, |head| &head.metadata),
                         call.deadline,
                         self.peer,
                         &mut call.response,
@@ -1061,7 +1118,9 @@ impl GrpcConnection {
                 out.headers_now = false;
                 out.full = false;
                 let mut ctx = Context::new(
-                    call.shared_metadata.as_deref().unwrap_or(&call.metadata),
+                    call.shared
+                        .as_deref()
+                        .map_or(&call.metadata, |head| &head.metadata),
                     call.deadline,
                     self.peer,
                     &mut call.response,
@@ -1437,6 +1496,16 @@ impl GrpcConnection {
         self.timers.expire(now, &mut due);
         for stream in due.drain(..) {
             let Some(call) = self.calls.get_mut(&stream) else {
+                let passed = match self.waiting.get(&stream) {
+                    Some(waiting) => waiting.deadline.is_some_and(|deadline| deadline <= now),
+                    None => false,
+                };
+                if passed {
+                    let waiting = self.waiting.remove(&stream).expect("found above");
+                    let call = self.resume(waiting);
+                    let status = Status::deadline_exceeded("the call's deadline passed");
+                    self.end_call(stream, call, Some(status));
+                }
                 continue;
             };
             if call.deadline.is_some_and(|deadline| deadline <= now) {
@@ -1459,9 +1528,10 @@ impl GrpcConnection {
             }
         }
         self.due = due;
-        let calls = &self.calls;
-        self.timers
-            .prune(calls.len(), |stream| calls.contains_key(&stream));
+        let (calls, waiting) = (&self.calls, &self.waiting);
+        self.timers.prune(calls.len() + waiting.len(), |stream| {
+            calls.contains_key(&stream) || waiting.contains_key(&stream)
+        });
         self.settle(now);
     }
 
@@ -1469,7 +1539,11 @@ impl GrpcConnection {
     /// open on the timer.
     fn arm_deadlines(&mut self) {
         for stream in self.new_deadlines.drain(..) {
-            if let Some(deadline) = self.calls.get(&stream).and_then(|call| call.deadline) {
+            let deadline = match self.calls.get(&stream) {
+                Some(call) => call.deadline,
+                None => self.waiting.get(&stream).and_then(|w| w.deadline),
+            };
+            if let Some(deadline) = deadline {
                 self.timers.add(deadline, stream);
             }
         }
@@ -1498,6 +1572,7 @@ impl GrpcConnection {
     /// Forgets every call: the connection has failed.
     fn end_all_calls(&mut self) {
         self.cancel_all();
+        self.waiting.clear();
         let streams: Vec<u32> = self.calls.keys().copied().collect();
         for stream in streams {
             if let Some(call) = self.take_call(stream) {
@@ -1621,9 +1696,8 @@ impl GrpcConnection {
         Some(call)
     }
 
-    /// Keeps a finished call's room for the next one. The spare calls never
-    /// outnumber the most calls the connection has had open at once, which
-    /// the stream limit bounds.
+    /// Keeps a finished call's room for the next one, up to
+    /// [`MAX_SPARE_CALLS`].
     fn recycle(&mut self, mut call: Box<Call>) {
         if self.spare.len() < self.max_spare && call.inbound.capacity() <= 64 << 10 {
             call.reset();
@@ -1685,6 +1759,7 @@ mod tests {
     use crate::grpc::streaming::{RawInbound, RawServerStream};
     use crate::{BidiHandler, BidiStream, Responses, ServerStream};
     use pajamax_test_peer::{Client, Frame};
+    use std::time::Duration;
 
     /// `test.S/Split` (server streaming: the request's bytes one by one)
     /// and `test.S/Chat` (bidi on the worker: each message back).
@@ -1710,7 +1785,7 @@ mod tests {
         }
 
         fn methods(&self) -> &'static [Method] {
-            const METHODS: [Method; 2] = [
+            const METHODS: [Method; 3] = [
                 Method {
                     name: "Split",
                     kind: MethodKind::ServerStreaming,
@@ -1719,8 +1794,23 @@ mod tests {
                     name: "Chat",
                     kind: MethodKind::BidiStreaming,
                 },
+                Method::unary("Echo"),
             ];
             &METHODS
+        }
+
+        /// `Echo`: the request's bytes, then the `x-tag` metadata.
+        fn unary(
+            &self,
+            _: usize,
+            ctx: &mut Context<'_>,
+            request: &[u8],
+            reply: &mut crate::Reply<'_>,
+        ) -> Result<(), Status> {
+            let mut bytes: Vec<u8> = crate::decode_request(request)?;
+            bytes.extend(ctx.metadata().get("x-tag").unwrap_or("").as_bytes());
+            reply.encode(&bytes);
+            Ok(())
         }
 
         fn server_streaming(
@@ -1792,6 +1882,88 @@ mod tests {
             .map(|(f, _)| f)
             .collect();
             assert!(frames.iter().any(|f| f.header().kind == 7), "a GOAWAY");
+        }
+    }
+
+    /// Writes out what `conn` has to send, into what `client` heard.
+    fn hear(conn: &mut GrpcConnection, client: &mut Client) {
+        let out = conn.output().to_vec();
+        conn.advance_output(out.len());
+        client.receive(&out).unwrap();
+    }
+
+    #[test]
+    fn calls_whose_body_comes_later_wait_as_their_head() {
+        let mut conn = connection();
+        let mut client = Client::new();
+        let now = Instant::now();
+        let mut input = Client::handshake(&[]);
+        // The first block adds its fields to the table, the second refers to
+        // them, and the ones after repeat the second: those calls wait as
+        // their shared head.
+        let streams = [1, 3, 5, 7, 9];
+        for stream in streams {
+            Frame::headers(
+                stream,
+                &client.request_block("/test.S/Echo", &[("x-tag", "!")]),
+                false,
+            )
+            .write(&mut input);
+        }
+        conn.recv(&input, now);
+        assert_eq!(conn.open_calls(), 5);
+        assert!(conn.waiting.len() >= 3, "{}", conn.waiting.len());
+        assert!(conn.calls.len() <= 2);
+        // A reset call is forgotten.
+        let rst = Frame::rst_stream(9, pajamax_test_peer::ErrorCode::CANCEL).to_bytes();
+        conn.recv(&rst, now);
+        assert_eq!(conn.open_calls(), 4);
+        let mut input = Vec::new();
+        for stream in [1, 3, 5, 7] {
+            let message = prost::Message::encode_to_vec(&vec![stream as u8]);
+            let body = pajamax_test_peer::grpc::message(&message);
+            Frame::data(stream, &body, true).write(&mut input);
+        }
+        conn.recv(&input, now);
+        assert_eq!(conn.open_calls(), 0);
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        for stream in [1, 3, 5, 7] {
+            assert_eq!(heard.status(stream), Some("0"), "stream {stream}");
+            let reply: Vec<u8> = prost::Message::decode(heard.messages_on(stream)[0]).unwrap();
+            assert_eq!(reply, [stream as u8, b'!'], "its own body and metadata");
+        }
+        assert_eq!(heard.status(9), None);
+    }
+
+    #[test]
+    fn waiting_calls_end_at_their_deadline() {
+        let mut conn = connection();
+        let mut client = Client::new();
+        let now = Instant::now();
+        let mut input = Client::handshake(&[]);
+        for stream in [1, 3, 5, 7] {
+            Frame::headers(
+                stream,
+                &client.request_block("/test.S/Split", &[("grpc-timeout", "10m")]),
+                false,
+            )
+            .write(&mut input);
+        }
+        conn.recv(&input, now);
+        assert!(conn.waiting.len() >= 2);
+        let due = conn.poll_timeout().expect("deadlines armed");
+        assert!(due <= now + Duration::from_millis(10));
+        conn.handle_timeout(now + Duration::from_millis(11));
+        assert_eq!(conn.open_calls(), 0);
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        for stream in [1, 3, 5, 7] {
+            assert_eq!(
+                heard.status(stream),
+                Some("4"),
+                "DEADLINE_EXCEEDED on {stream}"
+            );
         }
     }
 

@@ -3,11 +3,15 @@
 # v0.4.61 (grpc-go's health client):
 #   - helloworld: the server as a whole ("") and helloworld.Greeter are
 #     SERVING, an unknown service is an error (NOT_FOUND);
-#   - route_guide, dict_store and interop-server: their service is SERVING.
+#   - route_guide, dict_store and interop-server: their service is SERVING;
+#   - SIGTERM while a health Watch (grpcurl v1.9.3) and a paced
+#     server-streaming call are open: the watcher sees NOT_SERVING, the call
+#     gets every answer, and the server exits 0.
 #
-# Needs cargo, go and python3. The probe is built from the Go module proxy
-# into ${CARGO_TARGET_DIR:-target}/conformance/bin the first time, and only
-# rebuilt when missing or of another version. Exits non-zero on any failure.
+# Needs cargo, go and python3. The probe and grpcurl are built from the Go
+# module proxy into ${CARGO_TARGET_DIR:-target}/conformance/bin the first
+# time, and only rebuilt when missing or of another version. Exits non-zero
+# on any failure.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -15,6 +19,8 @@ root=$(pwd)
 
 PROBE_VERSION=v0.4.61
 PROBE_MODULE=github.com/grpc-ecosystem/grpc-health-probe
+GRPCURL_VERSION=v1.9.3
+GRPCURL_MODULE=github.com/fullstorydev/grpcurl
 
 started=$(date +%s)
 log() { printf '[health-check %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
@@ -45,6 +51,15 @@ if ! { [ -x "$probe" ] && "$go_cmd" version -m "$probe" 2>/dev/null |
     log "installing grpc-health-probe $PROBE_VERSION into $tools_bin"
     scratch=$(mktemp -d)
     (cd "$scratch" && GOBIN="$tools_bin" GOFLAGS=-mod=mod "$go_cmd" install "$PROBE_MODULE@$PROBE_VERSION")
+    rmdir "$scratch"
+fi
+
+grpcurl="$tools_bin/grpcurl"
+if ! { [ -x "$grpcurl" ] && "$go_cmd" version -m "$grpcurl" 2>/dev/null |
+    awk -v mod="$GRPCURL_MODULE" -v ver="$GRPCURL_VERSION" '$1 == "mod" && $2 == mod && $3 == ver { found = 1 } END { exit !found }'; }; then
+    log "installing grpcurl $GRPCURL_VERSION into $tools_bin"
+    scratch=$(mktemp -d)
+    (cd "$scratch" && GOBIN="$tools_bin" "$go_cmd" install "$GRPCURL_MODULE/cmd/grpcurl@$GRPCURL_VERSION")
     rmdir "$scratch"
 fi
 
@@ -104,6 +119,46 @@ expect "$helloworld_port" helloworld.Nobody 3
 expect "$route_guide_port" routeguide.RouteGuide 0
 expect "$dict_store_port" dict_store.DictStore 0
 expect "$interop_port" grpc.testing.TestService 0
+
+# ----- SIGTERM: watchers told, calls in flight answered -----
+
+start_on_free_port "$work/drained.log" "$release/interop-server" "--port={port}" --use_tls=false
+drained_pid=$started_pid
+drained_port=$started_port
+"$grpcurl" -plaintext -max-time 30 -d '{"service": ""}' "127.0.0.1:$drained_port" \
+    grpc.health.v1.Health/Watch >"$work/watch.out" 2>&1 &
+watch_pid=$!
+# Five answers 300 ms apart, made on the worker: the call is in flight when
+# the signal comes.
+parameters=$(printf '{"size": 10, "interval_us": 300000},%.0s' 1 2 3 4)
+"$grpcurl" -plaintext -max-time 30 \
+    -d "{\"response_type\": \"COMPRESSABLE\", \"response_parameters\": [$parameters {\"size\": 10, \"interval_us\": 300000}]}" \
+    "127.0.0.1:$drained_port" grpc.testing.TestService/StreamingOutputCall >"$work/call.out" 2>&1 &
+call_pid=$!
+# Until the watcher has its first status and the call is under way.
+for _ in $(seq 1 50); do
+    grep -q SERVING "$work/watch.out" && break
+    sleep 0.1
+done
+sleep 0.5
+kill -TERM "$drained_pid"
+server_rc=0
+wait "$drained_pid" || server_rc=$?
+call_rc=0
+wait "$call_pid" || call_rc=$?
+wait "$watch_pid" || true
+answers=$(grep -c '"payload"' "$work/call.out" || true)
+if [ "$server_rc" -eq 0 ] && [ "$call_rc" -eq 0 ] && [ "$answers" -eq 5 ] &&
+    grep -q '"status": "SERVING"' "$work/watch.out" &&
+    grep -q '"status": "NOT_SERVING"' "$work/watch.out"; then
+    log "ok   SIGTERM: the watcher saw SERVING then NOT_SERVING, the call in flight got $answers of 5 answers, the server exited 0"
+else
+    log "FAIL SIGTERM: server exit $server_rc, call exit $call_rc with $answers of 5 answers"
+    sed 's/^/    watch: /' "$work/watch.out"
+    sed 's/^/    call: /' "$work/call.out"
+    sed 's/^/    server: /' "$work/drained.log"
+    failures=$((failures + 1))
+fi
 
 if [ "$failures" -ne 0 ]; then
     echo "health-check: FAILED ($failures failing check(s))"

@@ -6,14 +6,21 @@ use crate::grpc::router::Router;
 use crate::grpc::service::Service;
 use crate::runtime::acceptor::Acceptor;
 use crate::runtime::worker::{Worker, WorkerHandle};
-use crate::runtime::{RuntimeConfig, Shared};
+use crate::runtime::{Listener, RuntimeConfig, Shared};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// How long a shutdown cut short by a second signal still waits for the
+/// workers to close their connections (a worker busy in a handler is not
+/// waited for longer).
+#[cfg(unix)]
+const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// Entry point: `Server::builder()`.
 ///
@@ -116,6 +123,18 @@ impl Builder {
 
     /// How long a graceful shutdown waits for open calls before it closes
     /// their connections; default: 30 s.
+    ///
+    /// When it is over, every connection still open gets a GOAWAY and is
+    /// closed: the calls still running on it are answered `UNAVAILABLE`
+    /// first (see `docs/deployment.md`), and handlers serving them on other
+    /// threads see their call cancelled.
+    /// Keep it below the time the process manager waits before it kills
+    /// the process (Kubernetes: `terminationGracePeriodSeconds`, 30 s by
+    /// default).
+    ///
+    /// ```
+    /// let builder = pajamax::Server::builder().shutdown_grace(std::time::Duration::from_secs(20));
+    /// ```
     pub fn shutdown_grace(mut self, grace: Duration) -> Builder {
         self.config.shutdown_grace = grace;
         self
@@ -198,7 +217,11 @@ impl Builder {
 
     /// Runs `hook` when a graceful shutdown begins, before any connection is
     /// told to go away: for example to tell health watchers that the server
-    /// is no longer serving. Hooks run in the order they were added.
+    /// is no longer serving. Hooks run in the order they were added, on the
+    /// thread that shuts the server down, whatever started the shutdown:
+    /// [`ServerHandle::shutdown`], the end of
+    /// [`serve_with_shutdown`](Builder::serve_with_shutdown)'s signal, or
+    /// SIGTERM / SIGINT ([`serve_until_signal`](Builder::serve_until_signal)).
     ///
     /// ```
     /// let builder = pajamax::Server::builder().on_shutdown(|| println!("draining"));
@@ -209,20 +232,165 @@ impl Builder {
     }
 
     /// Serves on `addr` until the process ends.
+    ///
+    /// A server that should stop cleanly uses
+    /// [`serve_until_signal`](Builder::serve_until_signal) or
+    /// [`serve_with_shutdown`](Builder::serve_with_shutdown) instead.
     pub fn serve(self, addr: impl ToSocketAddrs) -> io::Result<()> {
         self.bind(addr)?.wait();
         Ok(())
     }
 
+    /// Serves on `addr` until `signal` returns, then shuts down gracefully
+    /// (see [`ServerHandle::shutdown`]), and returns once the server has
+    /// stopped. `signal` runs on the calling thread and may block: it is
+    /// the synchronous counterpart of tonic's
+    /// `serve_with_shutdown(addr, future)`.
+    ///
+    /// ```no_run
+    /// # struct MyService;
+    /// # impl pajamax::Service for MyService {
+    /// #     fn name(&self) -> &'static str { "demo.Demo" }
+    /// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
+    /// # }
+    /// let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    /// // ... hand `stop` to whatever decides that the server stops ...
+    /// # drop(stop);
+    /// pajamax::Server::builder()
+    ///     .add_service(MyService)
+    ///     .serve_with_shutdown("127.0.0.1:50051", move || {
+    ///         // Returns on `stop.send(())`, or when `stop` is dropped.
+    ///         let _ = stopped.recv();
+    ///     })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn serve_with_shutdown(
+        self,
+        addr: impl ToSocketAddrs,
+        signal: impl FnOnce(),
+    ) -> io::Result<()> {
+        let server = self.bind(addr)?;
+        signal();
+        server.shutdown();
+        Ok(())
+    }
+
+    /// Serves on `addr` until the process gets SIGTERM or SIGINT (Ctrl-C),
+    /// then shuts down gracefully, and returns `Ok(())` once the server
+    /// has stopped: a `main` that returns it exits with status 0.
+    ///
+    /// - The signals are caught from the moment this is called, before
+    ///   `addr` is bound, so an early SIGTERM is not lost. They are waited
+    ///   for on the calling thread (signal-hook's iterator: the signal
+    ///   handler only wakes that thread); the workers never see them.
+    /// - On the first signal, the [`on_shutdown`](Builder::on_shutdown)
+    ///   hooks run, the listener closes (new connections are refused), and
+    ///   every connection gets a GOAWAY; calls in flight go on and are
+    ///   answered, for at most [`shutdown_grace`](Builder::shutdown_grace),
+    ///   after which the connections still open are closed.
+    /// - A second SIGTERM or SIGINT during that drain ends it at once: the
+    ///   connections still open are closed, the workers get at most two
+    ///   seconds more to exit, and this returns `Ok(())`.
+    ///
+    /// The signals stay caught (and ignored) after this returns, so the
+    /// process should end soon after, as a `main` returning does.
+    ///
+    /// ```no_run
+    /// # struct MyService;
+    /// # impl pajamax::Service for MyService {
+    /// #     fn name(&self) -> &'static str { "demo.Demo" }
+    /// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
+    /// # }
+    /// fn main() -> std::io::Result<()> {
+    ///     pajamax::Server::builder()
+    ///         .add_service(MyService)
+    ///         .on_shutdown(|| eprintln!("draining"))
+    ///         .serve_until_signal("0.0.0.0:50051")
+    /// }
+    /// ```
+    #[cfg(unix)]
+    pub fn serve_until_signal(self, addr: impl ToSocketAddrs) -> io::Result<()> {
+        let signals = ShutdownSignals::register()?;
+        signals.drain(self.bind(addr)?)
+    }
+
     /// Binds `addr`, starts the acceptor and the workers, and returns a
     /// handle to the running server.
+    ///
+    /// Binding port 0 lets the system choose a free port;
+    /// [`ServerHandle::local_addr`] tells which:
+    ///
+    /// ```
+    /// # struct MyService;
+    /// # impl pajamax::Service for MyService {
+    /// #     fn name(&self) -> &'static str { "demo.Demo" }
+    /// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
+    /// # }
+    /// let server = pajamax::Server::builder()
+    ///     .workers(1)
+    ///     .add_service(MyService)
+    ///     .bind("127.0.0.1:0")?;
+    /// assert_ne!(server.local_addr().port(), 0);
+    /// server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn bind(self, addr: impl ToSocketAddrs) -> io::Result<ServerHandle> {
         let addr = addr
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to bind"))?;
-        let mut listener = mio::net::TcpListener::bind(addr)?;
+        let listener = mio::net::TcpListener::bind(addr)?;
         let local_addr = listener.local_addr()?;
+        self.start(Listener::Tcp(listener), Some(local_addr), None)
+    }
+
+    /// Binds a Unix domain socket at `path`, starts the acceptor and the
+    /// workers, and returns a handle to the running server.
+    ///
+    /// As with any Unix socket, binding fails with
+    /// [`io::ErrorKind::AddrInUse`] if a file is already at `path`: a file
+    /// left behind by a server that was killed is not removed for you, so
+    /// remove it first, as below. The server removes its socket file when
+    /// it stops, if the file there is still the one it made.
+    ///
+    /// Calls on a Unix socket have no peer address:
+    /// [`Context::peer_addr`](crate::Context::peer_addr) is `None`, and the
+    /// handle's [`local_addr`](ServerHandle::local_addr) gives way to
+    /// [`unix_path`](ServerHandle::unix_path). Everything else is as on
+    /// TCP. To also stop on SIGTERM, end with
+    /// [`shutdown_on_signals`](ServerHandle::shutdown_on_signals).
+    ///
+    /// ```
+    /// # struct MyService;
+    /// # impl pajamax::Service for MyService {
+    /// #     fn name(&self) -> &'static str { "demo.Demo" }
+    /// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
+    /// # }
+    /// let path = std::env::temp_dir().join(format!("pajamax-doc-{}.sock", std::process::id()));
+    /// let _ = std::fs::remove_file(&path); // left by an earlier run, if any
+    /// let server = pajamax::Server::builder()
+    ///     .workers(1)
+    ///     .add_service(MyService)
+    ///     .bind_unix(&path)?;
+    /// assert_eq!(server.unix_path(), Some(path.as_path()));
+    /// server.shutdown();
+    /// assert!(!path.exists());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[cfg(unix)]
+    pub fn bind_unix(self, path: impl AsRef<Path>) -> io::Result<ServerHandle> {
+        let listener = crate::runtime::unix::Listener::bind(path.as_ref())?;
+        let path = listener.path.clone();
+        self.start(Listener::Unix(listener), None, Some(path))
+    }
+
+    /// Starts the acceptor on `listener` and the workers.
+    fn start(
+        self,
+        mut listener: Listener,
+        local_addr: Option<SocketAddr>,
+        unix_path: Option<PathBuf>,
+    ) -> io::Result<ServerHandle> {
         let config = self.config;
         let router = Arc::new(self.router);
         let shared = Arc::new(Shared::new(config.workers));
@@ -273,13 +441,16 @@ impl Builder {
                 .name("pajamax-acceptor".into())
                 .spawn(move || acceptor.run())?,
         );
-        log::info!(
-            "pajamax serving on {local_addr} with {} workers",
-            config.workers
-        );
+        let shown = match (&local_addr, &unix_path) {
+            (Some(addr), _) => addr.to_string(),
+            (None, Some(path)) => format!("unix:{}", path.display()),
+            (None, None) => String::new(),
+        };
+        log::info!("pajamax serving on {shown} with {} workers", config.workers);
         Ok(ServerHandle {
             on_shutdown: self.on_shutdown,
             local_addr,
+            unix_path,
             shared,
             wakers: worker_wakers,
             acceptor_waker,
@@ -291,7 +462,8 @@ impl Builder {
 /// A running server.
 pub struct ServerHandle {
     on_shutdown: Vec<Box<dyn FnOnce() + Send>>,
-    local_addr: SocketAddr,
+    local_addr: Option<SocketAddr>,
+    unix_path: Option<PathBuf>,
     shared: Arc<Shared>,
     wakers: Vec<Arc<mio::Waker>>,
     acceptor_waker: Arc<mio::Waker>,
@@ -301,8 +473,20 @@ pub struct ServerHandle {
 impl ServerHandle {
     /// The address the server listens on (with the port the system chose
     /// when binding port 0).
+    ///
+    /// # Panics
+    ///
+    /// If the server listens on a Unix socket ([`Builder::bind_unix`]): see
+    /// [`ServerHandle::unix_path`].
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+            .expect("the server listens on a Unix socket: see ServerHandle::unix_path")
+    }
+
+    /// The path of the Unix socket the server listens on
+    /// ([`Builder::bind_unix`]); `None` on TCP.
+    pub fn unix_path(&self) -> Option<&Path> {
+        self.unix_path.as_deref()
     }
 
     /// The number of connections the server holds now.
@@ -352,10 +536,42 @@ impl ServerHandle {
             .collect()
     }
 
-    /// Shuts down gracefully and waits: new connections are no longer
-    /// accepted, every connection gets a GOAWAY, calls in flight finish and
-    /// are answered, then the threads exit.
+    /// Shuts down gracefully and waits: the
+    /// [`on_shutdown`](Builder::on_shutdown) hooks run, new connections are
+    /// no longer accepted, every connection gets a GOAWAY, calls in flight
+    /// finish and are answered (for at most
+    /// [`shutdown_grace`](Builder::shutdown_grace)), then the threads exit.
     pub fn shutdown(mut self) {
+        self.begin_shutdown();
+        self.wait();
+    }
+
+    /// Waits for SIGTERM or SIGINT, then shuts down gracefully; a second
+    /// signal during the drain ends it at once. Returns once the server has
+    /// stopped. This is [`Builder::serve_until_signal`] for a server already
+    /// bound, for example on a Unix socket or on port 0; the signals are
+    /// caught from the moment this is called.
+    ///
+    /// ```no_run
+    /// # struct MyService;
+    /// # impl pajamax::Service for MyService {
+    /// #     fn name(&self) -> &'static str { "demo.Demo" }
+    /// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
+    /// # }
+    /// let _ = std::fs::remove_file("/run/demo/grpc.sock");
+    /// let server = pajamax::Server::builder()
+    ///     .add_service(MyService)
+    ///     .bind_unix("/run/demo/grpc.sock")?;
+    /// server.shutdown_on_signals()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[cfg(unix)]
+    pub fn shutdown_on_signals(self) -> io::Result<()> {
+        ShutdownSignals::register()?.drain(self)
+    }
+
+    /// Runs the hooks and tells the acceptor and the workers to stop.
+    fn begin_shutdown(&mut self) {
         for hook in std::mem::take(&mut self.on_shutdown) {
             hook();
         }
@@ -364,7 +580,6 @@ impl ServerHandle {
         for waker in &self.wakers {
             let _ = waker.wake();
         }
-        self.wait();
     }
 
     /// Waits until the server's threads exit.
@@ -372,6 +587,66 @@ impl ServerHandle {
         for thread in self.threads {
             let _ = thread.join();
         }
+    }
+}
+
+/// SIGTERM and SIGINT, caught from the moment this is made until it is
+/// dropped. signal-hook's handler only wakes the thread that waits in
+/// [`ShutdownSignals::drain`].
+#[cfg(unix)]
+struct ShutdownSignals(signal_hook::iterator::Signals);
+
+#[cfg(unix)]
+impl ShutdownSignals {
+    fn register() -> io::Result<ShutdownSignals> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map(ShutdownSignals)
+    }
+
+    /// Waits for a signal and shuts `server` down gracefully; a second
+    /// signal cuts the drain short. Returns once the server has stopped, or
+    /// [`STOP_WAIT`] after a second signal.
+    fn drain(mut self, mut server: ServerHandle) -> io::Result<()> {
+        let first = self.0.forever().next();
+        log::info!(
+            "{}: shutting down gracefully (a second signal stops at once)",
+            signal_name(first)
+        );
+        server.begin_shutdown();
+        let (shared, wakers) = (server.shared.clone(), server.wakers.clone());
+        let closer = self.0.handle();
+        let (done, stopped) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("pajamax-shutdown".into())
+            .spawn(move || {
+                server.wait();
+                let _ = done.send(());
+                // Ends the wait for a second signal below.
+                closer.close();
+            })?;
+        if let Some(second) = self.0.forever().next() {
+            log::warn!(
+                "{}: closing the connections still open",
+                signal_name(Some(second))
+            );
+            shared.stop_now.store(true, Ordering::Release);
+            for waker in &wakers {
+                let _ = waker.wake();
+            }
+            if stopped.recv_timeout(STOP_WAIT).is_err() {
+                log::warn!("a worker is still busy in a handler; not waiting for it");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+fn signal_name(signal: Option<std::os::raw::c_int>) -> &'static str {
+    match signal {
+        Some(signal_hook::consts::SIGTERM) => "SIGTERM",
+        Some(signal_hook::consts::SIGINT) => "SIGINT",
+        _ => "signal",
     }
 }
 

@@ -19,5 +19,5 @@ fn main() -> std::io::Result<()> {
         pajamax_health::proto::FILE_DESCRIPTOR_SET,
     ];
     let builder = pajamax_reflection::serve(builder, &sets);
-    builder.serve(addr.as_str())
+    builder.serve_until_signal(addr.as_str())
 }

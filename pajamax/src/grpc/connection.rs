@@ -1563,6 +1563,29 @@ impl GrpcConnection {
         self.cancel_all();
     }
 
+    /// Ends every open call with `status` (its trailers, or a trailers-only
+    /// answer), then closes the connection with a GOAWAY(NO_ERROR) carrying
+    /// `message`: for the end of a shutdown's grace period, with
+    /// `UNAVAILABLE`, so that clients learn why their calls ended. Calls
+    /// served on other threads learn that the connection closed.
+    pub fn close_with_status(&mut self, status: &Status, message: &'static str) {
+        self.cancel_all();
+        let waiting: Vec<u32> = self.waiting.keys().copied().collect();
+        for stream in waiting {
+            let call = self.waiting.remove(&stream).expect("listed above");
+            let call = self.resume(call);
+            self.end_call(stream, call, Some(status.clone()));
+        }
+        let streams: Vec<u32> = self.calls.keys().copied().collect();
+        for stream in streams {
+            if let Some(call) = self.take_call(stream) {
+                self.end_call(stream, call, Some(status.clone()));
+            }
+        }
+        self.ready.clear();
+        self.h2.close(Reason::NO_ERROR, message);
+    }
+
     /// Reports that the first `n` bytes of [`GrpcConnection::output`] were
     /// written.
     pub fn advance_output(&mut self, n: usize) {

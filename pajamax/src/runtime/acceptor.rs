@@ -2,8 +2,7 @@
 //! that holds the fewest.
 
 use crate::runtime::worker::{NewConnection, WorkerHandle};
-use crate::runtime::Shared;
-use mio::net::TcpListener;
+use crate::runtime::{Listener, Shared};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io;
 use std::sync::atomic::Ordering;
@@ -15,7 +14,7 @@ pub(crate) const STOP: Token = Token(1);
 
 pub(crate) struct Acceptor {
     pub poll: Poll,
-    pub listener: TcpListener,
+    pub listener: Listener,
     pub workers: Vec<WorkerHandle>,
     pub shared: Arc<Shared>,
     pub max_connections: usize,
@@ -23,7 +22,7 @@ pub(crate) struct Acceptor {
 
 impl Acceptor {
     /// A poll for `listener` and the waker that stops the acceptor.
-    pub fn prepare(listener: &mut TcpListener) -> io::Result<(Poll, Arc<Waker>)> {
+    pub fn prepare(listener: &mut Listener) -> io::Result<(Poll, Arc<Waker>)> {
         let poll = Poll::new()?;
         poll.registry()
             .register(listener, LISTENER, Interest::READABLE)?;

@@ -4,6 +4,11 @@ pub(crate) mod acceptor;
 pub(crate) mod worker;
 
 use crate::grpc::connection::GrpcConfig;
+use mio::event::Source;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Interest, Registry, Token};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -25,6 +30,9 @@ pub(crate) struct RuntimeConfig {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub shutdown: AtomicBool,
+    /// The shutdown's grace period is cut short: connections still open
+    /// are closed now.
+    pub stop_now: AtomicBool,
     /// Connections each worker holds now.
     pub loads: Vec<AtomicUsize>,
     /// The most unwritten output one connection has had after a batch.
@@ -57,6 +65,7 @@ impl Shared {
     pub fn new(workers: usize) -> Shared {
         Shared {
             shutdown: AtomicBool::new(false),
+            stop_now: AtomicBool::new(false),
             loads: (0..workers).map(|_| AtomicUsize::new(0)).collect(),
             peak_output: AtomicUsize::new(0),
             peak_held: AtomicUsize::new(0),
@@ -71,6 +80,12 @@ impl Shared {
         self.shutdown.load(Ordering::Acquire)
     }
 
+    /// Whether a shutdown is to close the connections still open now,
+    /// without waiting for the rest of its grace period.
+    pub fn must_stop_now(&self) -> bool {
+        self.stop_now.load(Ordering::Acquire)
+    }
+
     pub fn total_connections(&self) -> usize {
         self.loads.iter().map(|l| l.load(Ordering::Relaxed)).sum()
     }
@@ -83,5 +98,204 @@ impl Shared {
             .min_by_key(|(_, load)| load.load(Ordering::Relaxed))
             .map(|(index, _)| index)
             .unwrap_or(0)
+    }
+}
+
+/// What the server listens on: a TCP port or a Unix socket.
+pub(crate) enum Listener {
+    Tcp(TcpListener),
+    #[cfg(unix)]
+    Unix(unix::Listener),
+}
+
+impl Listener {
+    /// A new connection and the peer's address (none on a Unix socket).
+    pub fn accept(&self) -> io::Result<(Socket, Option<SocketAddr>)> {
+        match self {
+            Listener::Tcp(listener) => listener
+                .accept()
+                .map(|(socket, peer)| (Socket::Tcp(socket), Some(peer))),
+            #[cfg(unix)]
+            Listener::Unix(listener) => listener
+                .socket
+                .accept()
+                .map(|(socket, _)| (Socket::Unix(socket), None)),
+        }
+    }
+}
+
+impl Source for Listener {
+    fn register(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        interests: Interest,
+    ) -> io::Result<()> {
+        match self {
+            Listener::Tcp(listener) => listener.register(registry, token, interests),
+            #[cfg(unix)]
+            Listener::Unix(listener) => listener.socket.register(registry, token, interests),
+        }
+    }
+
+    fn reregister(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        interests: Interest,
+    ) -> io::Result<()> {
+        match self {
+            Listener::Tcp(listener) => listener.reregister(registry, token, interests),
+            #[cfg(unix)]
+            Listener::Unix(listener) => listener.socket.reregister(registry, token, interests),
+        }
+    }
+
+    fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
+        match self {
+            Listener::Tcp(listener) => listener.deregister(registry),
+            #[cfg(unix)]
+            Listener::Unix(listener) => listener.socket.deregister(registry),
+        }
+    }
+}
+
+/// A connection's socket. Reads and writes go straight to the stream
+/// inside: the only cost of the choice is the match.
+pub(crate) enum Socket {
+    Tcp(TcpStream),
+    #[cfg(unix)]
+    Unix(mio::net::UnixStream),
+}
+
+impl Socket {
+    /// Sets a new connection up: answers leave as soon as they are written
+    /// (no Nagle delay on TCP).
+    pub fn prepare(&self) -> io::Result<()> {
+        match self {
+            Socket::Tcp(socket) => socket.set_nodelay(true),
+            #[cfg(unix)]
+            Socket::Unix(_) => Ok(()),
+        }
+    }
+
+    /// Shuts down the reading or writing half, or both.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        match self {
+            Socket::Tcp(socket) => socket.shutdown(how),
+            #[cfg(unix)]
+            Socket::Unix(socket) => socket.shutdown(how),
+        }
+    }
+}
+
+impl Read for Socket {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(socket) => socket.read(buf),
+            #[cfg(unix)]
+            Socket::Unix(socket) => socket.read(buf),
+        }
+    }
+}
+
+impl Write for Socket {
+    #[inline]
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(socket) => socket.write(buf),
+            #[cfg(unix)]
+            Socket::Unix(socket) => socket.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Socket::Tcp(socket) => socket.flush(),
+            #[cfg(unix)]
+            Socket::Unix(socket) => socket.flush(),
+        }
+    }
+}
+
+impl Source for Socket {
+    fn register(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        interests: Interest,
+    ) -> io::Result<()> {
+        match self {
+            Socket::Tcp(socket) => socket.register(registry, token, interests),
+            #[cfg(unix)]
+            Socket::Unix(socket) => socket.register(registry, token, interests),
+        }
+    }
+
+    fn reregister(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        interests: Interest,
+    ) -> io::Result<()> {
+        match self {
+            Socket::Tcp(socket) => socket.reregister(registry, token, interests),
+            #[cfg(unix)]
+            Socket::Unix(socket) => socket.reregister(registry, token, interests),
+        }
+    }
+
+    fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
+        match self {
+            Socket::Tcp(socket) => socket.deregister(registry),
+            #[cfg(unix)]
+            Socket::Unix(socket) => socket.deregister(registry),
+        }
+    }
+}
+
+#[cfg(unix)]
+pub(crate) mod unix {
+    //! Listening on a Unix socket.
+
+    use std::io;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::{Path, PathBuf};
+
+    /// A listening Unix socket that removes its file when it goes away, if
+    /// the file is still the one it made.
+    pub(crate) struct Listener {
+        pub socket: mio::net::UnixListener,
+        pub path: PathBuf,
+        /// The device and inode of the socket file made by `bind`.
+        file: (u64, u64),
+    }
+
+    impl Listener {
+        /// Binds `path`; fails with `AddrInUse` if a file is there.
+        pub fn bind(path: &Path) -> io::Result<Listener> {
+            let socket = mio::net::UnixListener::bind(path)?;
+            let meta = std::fs::symlink_metadata(path)?;
+            Ok(Listener {
+                socket,
+                path: path.to_path_buf(),
+                file: (meta.dev(), meta.ino()),
+            })
+        }
+    }
+
+    impl Drop for Listener {
+        fn drop(&mut self) {
+            // Another server may have replaced the file since: leave that
+            // one alone.
+            let ours = std::fs::symlink_metadata(&self.path)
+                .is_ok_and(|meta| (meta.dev(), meta.ino()) == self.file);
+            if ours {
+                if let Err(err) = std::fs::remove_file(&self.path) {
+                    log::warn!("could not remove {}: {err}", self.path.display());
+                }
+            }
+        }
     }
 }

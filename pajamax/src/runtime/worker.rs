@@ -5,8 +5,7 @@ use crate::grpc::connection::GrpcConnection;
 use crate::grpc::remote::{Delivery, Inbox};
 use crate::grpc::router::Router;
 use crate::h2::frame::Reason;
-use crate::runtime::{RuntimeConfig, Shared};
-use mio::net::TcpStream;
+use crate::runtime::{RuntimeConfig, Shared, Socket};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -28,8 +27,9 @@ const LINGER: Duration = Duration::from_secs(1);
 
 /// A connection handed from the acceptor to a worker.
 pub(crate) struct NewConnection {
-    pub socket: TcpStream,
-    pub peer: SocketAddr,
+    pub socket: Socket,
+    /// The peer's address; none on a Unix socket.
+    pub peer: Option<SocketAddr>,
     /// The server is full: answer with a GOAWAY and close.
     pub reject: bool,
 }
@@ -42,7 +42,7 @@ pub(crate) struct WorkerHandle {
 }
 
 struct Conn {
-    socket: TcpStream,
+    socket: Socket,
     grpc: GrpcConnection,
     input: Vec<u8>,
     filled: usize,
@@ -90,6 +90,8 @@ pub(crate) struct Worker {
     counted: Counted,
     published: Counted,
     shutting_down_since: Option<Instant>,
+    /// The shutdown's grace period was cut short.
+    stopping_now: bool,
 }
 
 enum Outcome {
@@ -129,6 +131,7 @@ impl Worker {
             counted: Counted::default(),
             published: Counted::default(),
             shutting_down_since: None,
+            stopping_now: false,
         }
     }
 
@@ -188,6 +191,16 @@ impl Worker {
             self.again.append(&mut again);
             if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
                 self.begin_shutdown(now);
+                // The sweep that ends the grace period comes on time.
+                next_sweep = next_sweep.min(now + self.config.shutdown_grace);
+            }
+            if self.shutting_down_since.is_some()
+                && (self.stopping_now || self.shared.must_stop_now())
+            {
+                // Cut short: each turn sweeps, so connections are closed
+                // and dropped without lingering.
+                self.stopping_now = true;
+                next_sweep = now;
             }
             self.publish();
             if now >= next_sweep {
@@ -229,7 +242,7 @@ impl Worker {
 
     fn add_connection(&mut self, new: NewConnection, now: Instant) -> io::Result<()> {
         let mut socket = new.socket;
-        socket.set_nodelay(true)?;
+        socket.prepare()?;
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.generations.push(0);
@@ -240,7 +253,7 @@ impl Worker {
             Token(slot + 1),
             Interest::READABLE | Interest::WRITABLE,
         )?;
-        let mut grpc = GrpcConnection::new(self.router.clone(), &self.config.grpc, Some(new.peer));
+        let mut grpc = GrpcConnection::new(self.router.clone(), &self.config.grpc, new.peer);
         grpc.set_inbox(
             self.inbox.clone(),
             connection_id(slot, self.generations[slot]),
@@ -330,9 +343,10 @@ impl Worker {
     /// Closes idle connections, ends lingering ones, and forces the end of
     /// a shutdown that takes longer than its grace period.
     fn sweep(&mut self, now: Instant) {
-        let force = self
-            .shutting_down_since
-            .is_some_and(|since| now.duration_since(since) > self.config.shutdown_grace);
+        let force = self.stopping_now
+            || self
+                .shutting_down_since
+                .is_some_and(|since| now.duration_since(since) >= self.config.shutdown_grace);
         for slot in 0..self.conns.len() {
             let Some(conn) = self.conns[slot].as_mut() else {
                 continue;
@@ -344,8 +358,10 @@ impl Worker {
                 continue;
             }
             if force {
-                conn.grpc
-                    .close(Reason::NO_ERROR, "shutdown grace period over");
+                conn.grpc.close_with_status(
+                    &crate::Status::unavailable("the server is shutting down"),
+                    "shutdown grace period over",
+                );
                 self.again.push(slot);
                 continue;
             }

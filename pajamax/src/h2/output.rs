@@ -50,6 +50,9 @@ pub struct BlockMemo {
     frame: Vec<u8>,
 }
 
+/// The most room an empty output keeps.
+const KEPT_ROOM: usize = 16 << 10;
+
 /// Bytes for the socket, written from the front.
 pub(crate) struct Output {
     buf: Vec<u8>,
@@ -101,6 +104,11 @@ impl Output {
         if self.start >= self.buf.len() {
             self.buf.clear();
             self.start = 0;
+            if self.buf.capacity() > KEPT_ROOM {
+                // A burst's room goes back once it is written: connections
+                // that are quiet hold little.
+                self.buf.shrink_to(KEPT_ROOM);
+            }
         } else if self.start > 64 << 10 && self.start * 2 > self.buf.len() {
             self.buf.drain(..self.start);
             self.start = 0;

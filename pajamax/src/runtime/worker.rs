@@ -44,8 +44,10 @@ pub(crate) struct WorkerHandle {
 struct Conn {
     socket: Socket,
     grpc: GrpcConnection,
+    /// Input not processed yet: the start of a frame whose rest has not
+    /// come, or what waits while reading is paused. Reads go to the
+    /// worker's buffer.
     input: Vec<u8>,
-    filled: usize,
     last_active: Instant,
     opened: Instant,
     read_paused: bool,
@@ -84,6 +86,9 @@ pub(crate) struct Worker {
     inbox: Arc<Inbox>,
     deliveries: Vec<Delivery>,
     again: Vec<usize>,
+    /// Where every connection's reads go: a connection holds on to input
+    /// only while it is an incomplete frame or reading is paused.
+    read_buf: Vec<u8>,
     /// When connections need their timeouts handled: (time, slot,
     /// generation). Stale entries are skipped when they come up.
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
@@ -109,6 +114,7 @@ impl Worker {
         poll: Poll,
         waker: Arc<Waker>,
     ) -> Worker {
+        let read_buf = vec![0; read_buffer(&config)];
         let inbox = Inbox::new(move || {
             if let Err(err) = waker.wake() {
                 log::error!("could not wake a worker for its answers: {err}");
@@ -127,6 +133,7 @@ impl Worker {
             inbox,
             deliveries: Vec::new(),
             again: Vec::new(),
+            read_buf,
             timers: BinaryHeap::new(),
             counted: Counted::default(),
             published: Counted::default(),
@@ -263,14 +270,10 @@ impl Worker {
         } else if self.shutting_down_since.is_some() {
             grpc.close(Reason::NO_ERROR, "server shutting down");
         }
-        // Room for one whole frame to start with; reads that fill it make
-        // it grow, up to the configured size.
-        let size = first_read_buffer(&self.config);
         self.conns[slot] = Some(Conn {
             socket,
             grpc,
-            input: vec![0; size],
-            filled: 0,
+            input: Vec::new(),
             last_active: now,
             opened: now,
             read_paused: false,
@@ -288,7 +291,14 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        let outcome = serve(conn, &self.config, now, &mut self.again, slot);
+        let outcome = serve(
+            conn,
+            &self.config,
+            now,
+            &mut self.again,
+            slot,
+            &mut self.read_buf,
+        );
         self.counted.answered += conn.grpc.take_answered();
         self.counted.reads += std::mem::take(&mut conn.reads);
         self.counted.writes += std::mem::take(&mut conn.writes);
@@ -437,15 +447,18 @@ fn serve(
     now: Instant,
     again: &mut Vec<usize>,
     slot: usize,
+    buf: &mut Vec<u8>,
 ) -> Outcome {
     if flush(conn).is_err() || produce(conn, now, again, slot).is_err() {
         return Outcome::Closed;
     }
     if conn.read_paused && conn.grpc.output().len() <= config.max_pending_output / 2 {
         conn.read_paused = false;
-        // Requests read before the pause may still wait in the buffer.
-        if process(conn, config, now).is_err() {
-            return Outcome::Closed;
+        // Requests read before the pause may still wait.
+        let input = std::mem::take(&mut conn.input);
+        match process(conn, &input, config, now) {
+            Ok(used) => keep_input(conn, &input[used..]),
+            Err(_) => return Outcome::Closed,
         }
     }
     let mut reads = 0;
@@ -457,24 +470,34 @@ fn serve(
             break;
         }
         reads += 1;
-        let room = conn.input.len() - conn.filled;
-        let n = match conn.socket.read(&mut conn.input[conn.filled..]) {
+        // The incomplete frame kept from the last read goes first.
+        let kept = conn.input.len();
+        if kept > 0 {
+            if buf.len() < kept + 1024 {
+                buf.resize(kept + 1024, 0);
+            }
+            buf[..kept].copy_from_slice(&conn.input);
+            conn.input.clear();
+        }
+        let room = buf.len() - kept;
+        let n = match conn.socket.read(&mut buf[kept..]) {
             Ok(0) => return Outcome::Closed,
             Ok(n) => n,
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return Outcome::Closed,
+            Err(err) => {
+                keep_input(conn, &buf[..kept]);
+                match err.kind() {
+                    io::ErrorKind::WouldBlock => break,
+                    io::ErrorKind::Interrupted => continue,
+                    _ => return Outcome::Closed,
+                }
+            }
         };
-        conn.filled += n;
         conn.reads += 1;
-        if n == room && conn.input.len() < config.read_buffer_size {
-            // Full: the socket may hold more; read more at a time.
-            let bigger = (conn.input.len() * 2).min(config.read_buffer_size);
-            conn.input.resize(bigger, 0);
-        }
         conn.last_active = now;
-        if process(conn, config, now).is_err() {
-            return Outcome::Closed;
+        let filled = kept + n;
+        match process(conn, &buf[..filled], config, now) {
+            Ok(used) => keep_input(conn, &buf[used..filled]),
+            Err(_) => return Outcome::Closed,
         }
         if n < room {
             // A short read emptied the socket. With edge-triggered
@@ -498,25 +521,44 @@ fn serve(
     Outcome::Open
 }
 
-/// Runs every complete request in the input buffer and writes the answers:
-/// once at the end, or earlier whenever the output passes its limit. If the
-/// socket does not take it, reading pauses with the rest left in the buffer.
-fn process(conn: &mut Conn, config: &RuntimeConfig, now: Instant) -> io::Result<()> {
+/// Runs every complete request in `input` and writes the answers: once at
+/// the end, or earlier whenever the output passes its limit. If the socket
+/// does not take it, reading pauses. Returns how much of `input` was used:
+/// the rest is an incomplete frame, or waits for the pause to end.
+fn process(
+    conn: &mut Conn,
+    input: &[u8],
+    config: &RuntimeConfig,
+    now: Instant,
+) -> io::Result<usize> {
+    let mut used = 0;
     loop {
-        let used = conn.grpc.recv(&conn.input[..conn.filled], now);
-        conn.input.copy_within(used..conn.filled, 0);
-        conn.filled -= used;
+        let taken = conn.grpc.recv(&input[used..], now);
+        used += taken;
         if conn.grpc.output().len() > config.max_pending_output {
             flush(conn)?;
             if conn.grpc.output().len() > config.max_pending_output {
                 conn.read_paused = true;
-                return Ok(());
+                return Ok(used);
             }
         }
-        if used == 0 || conn.filled == 0 || conn.grpc.is_closed() {
-            return flush(conn);
+        if taken == 0 || used == input.len() || conn.grpc.is_closed() {
+            flush(conn)?;
+            return Ok(used);
         }
     }
+}
+
+/// Keeps `rest`, input not processed, in the connection until it can be:
+/// room held only as long as it is needed.
+fn keep_input(conn: &mut Conn, rest: &[u8]) {
+    if rest.is_empty() {
+        if conn.input.capacity() > 4 << 10 {
+            conn.input = Vec::new();
+        }
+        return;
+    }
+    conn.input.extend_from_slice(rest);
 }
 
 /// Pulls the connection's producers while the socket takes what they make;
@@ -570,11 +612,11 @@ fn record_peaks(conn: &mut Conn, shared: &Shared) {
     }
 }
 
-/// The size a connection's read buffer starts at: one largest frame and its
-/// header, with some room, or the configured size if that is smaller.
-fn first_read_buffer(config: &RuntimeConfig) -> usize {
+/// The size of a worker's read buffer: the configured size, and at least
+/// one largest frame and its header, with room.
+fn read_buffer(config: &RuntimeConfig) -> usize {
     let frame = config.grpc.h2.max_frame_size as usize + 1024;
-    frame.max(config.read_buffer_size.min(16 << 10))
+    frame.max(config.read_buffer_size)
 }
 
 /// Writes as much of the output as the socket takes.

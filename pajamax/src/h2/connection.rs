@@ -43,7 +43,7 @@ use crate::h2::recv_flow::{self, RecvFlow};
 use crate::h2::send_flow::{self, SendFlow};
 use crate::h2::settings::{self, PeerSettings};
 use crate::h2::shutdown::Shutdown;
-use crate::h2::streams::{RecvHalf, SendHalf, Stream, Streams};
+use crate::h2::streams::{RecvHalf, SendHalf, Stream, Streams, NO_LENGTH};
 use std::collections::hash_map::Entry;
 use std::ops::Range;
 
@@ -385,11 +385,12 @@ impl Connection {
             return Err(Error::Reset(head.stream, Reason::STREAM_CLOSED));
         }
         recv_flow::take_stream(stream, head.stream, len, data.len())?;
-        stream.received += data.len() as u64;
-        if let Some(expected) = stream.content_length {
-            if stream.received > expected || (end_stream && stream.received != expected) {
+        if stream.content_left != NO_LENGTH {
+            let len = data.len() as u64;
+            if len > stream.content_left || (end_stream && len != stream.content_left) {
                 return Err(Error::Reset(head.stream, Reason::PROTOCOL_ERROR));
             }
+            stream.content_left -= len;
         }
         stream.event_batch = self.batch;
         if end_stream {
@@ -479,10 +480,7 @@ impl Connection {
             if !end_stream || check.finish().is_err() {
                 return Err(Error::Reset(id, Reason::PROTOCOL_ERROR));
             }
-            if stream
-                .content_length
-                .is_some_and(|expected| expected != stream.received)
-            {
+            if stream.content_left != NO_LENGTH && stream.content_left != 0 {
                 return Err(Error::Reset(id, Reason::PROTOCOL_ERROR));
             }
             stream.recv = RecvHalf::Closed;
@@ -520,7 +518,10 @@ impl Connection {
             self.peer.initial_window,
             self.batch,
         );
-        stream.content_length = check.content_length;
+        // A length of 2^64 - 1 bytes is checked as one byte shorter.
+        stream.content_left = check
+            .content_length
+            .map_or(NO_LENGTH, |n| n.min(NO_LENGTH - 1));
         self.streams.insert(id, stream);
         if end_stream && check.content_length.is_some_and(|n| n != 0) {
             return Err(Error::Reset(id, Reason::PROTOCOL_ERROR));
@@ -852,7 +853,9 @@ impl Connection {
         let Some(state) = self.streams.get_mut(stream) else {
             return;
         };
-        state.unreleased = state.unreleased.saturating_sub(n as u64);
+        state.unreleased = state
+            .unreleased
+            .saturating_sub(u32::try_from(n).unwrap_or(u32::MAX));
         if state.recv_open() {
             recv_flow::replenish_stream(
                 state,

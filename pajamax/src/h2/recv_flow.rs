@@ -71,11 +71,12 @@ pub(crate) fn take_stream(
     len: usize,
     body: usize,
 ) -> Result<(), Error> {
-    if len as i64 > stream.recv_window {
+    if len as i64 > i64::from(stream.recv_window) {
         return Err(Error::Reset(id, Reason::FLOW_CONTROL_ERROR));
     }
-    stream.recv_window -= len as i64;
-    stream.unreleased += body as u64;
+    // Both within the window, which fits an i32.
+    stream.recv_window -= len as i32;
+    stream.unreleased += body as u32;
     Ok(())
 }
 
@@ -84,10 +85,11 @@ pub(crate) fn take_stream(
 /// half of it; one WINDOW_UPDATE then covers many frames.
 pub(crate) fn replenish_stream(stream: &mut Stream, id: u32, initial: u32, out: &mut Vec<u8>) {
     let initial = i64::from(initial);
-    let committed = stream.recv_window + stream.unreleased as i64;
+    let committed = i64::from(stream.recv_window) + i64::from(stream.unreleased);
     if committed < initial / 2 {
         let increment = initial - committed;
         frame::write_window_update(out, id, increment as u32);
-        stream.recv_window += increment;
+        // Up to the initial window at most, which fits an i32.
+        stream.recv_window += increment as i32;
     }
 }

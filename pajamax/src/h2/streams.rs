@@ -4,7 +4,7 @@
 
 use crate::fast_hash::BuildStreamIdHasher;
 use crate::h2::error::Error;
-use crate::h2::frame::Reason;
+use crate::h2::frame::{Reason, MAX_WINDOW};
 use crate::h2::send_flow::PendingSend;
 use crate::h2::window::Window;
 use std::collections::hash_map::Entry;
@@ -33,24 +33,28 @@ pub(crate) enum SendHalf {
     Closing,
 }
 
-/// One open stream.
+/// [`Stream::content_left`] of a request without `content-length`.
+pub(crate) const NO_LENGTH: u64 = u64::MAX;
+
+/// One open stream; kept small, as a connection may have thousands open.
 pub(crate) struct Stream {
     /// Whether the client may still send.
     pub recv: RecvHalf,
     /// Whether the server may still send.
     pub send: SendHalf,
-    /// Bytes the client may still send before the server replenishes.
-    pub recv_window: i64,
+    /// Bytes the client may still send before the server replenishes
+    /// (never more than 2^31 - 1, never negative).
+    pub recv_window: i32,
     /// Body bytes received that the consumer has not released yet
     /// ([`Connection::release_capacity`](crate::h2::Connection::release_capacity)):
-    /// the window is not opened again for them.
-    pub unreleased: u64,
+    /// the window is not opened again for them. With `recv_window`, at most
+    /// the initial window.
+    pub unreleased: u32,
     /// Bytes the server may still send.
     pub send_window: Window,
-    /// The request's `content-length`, when it gave one.
-    pub content_length: Option<u64>,
-    /// Body bytes received so far.
-    pub received: u64,
+    /// Body bytes the request's `content-length` still allows;
+    /// [`NO_LENGTH`] when it gave none.
+    pub content_left: u64,
     /// Response bytes waiting for the peer's windows.
     pub pending: Option<Box<PendingSend>>,
     /// The input batch in which an event for this stream was last
@@ -68,11 +72,10 @@ impl Stream {
                 RecvHalf::Open
             },
             send: SendHalf::Idle,
-            recv_window: i64::from(recv_window),
+            recv_window: recv_window.min(MAX_WINDOW) as i32,
             unreleased: 0,
             send_window: Window::new(send_window),
-            content_length: None,
-            received: 0,
+            content_left: NO_LENGTH,
             pending: None,
             event_batch: batch,
         }
@@ -197,5 +200,20 @@ impl Streams {
             Some((_, true)) => Ok(()),
             _ => Err(Error::Reset(id, Reason::STREAM_CLOSED)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_stays_small() {
+        // Thousands per connection: every byte counts.
+        assert!(
+            std::mem::size_of::<Stream>() <= 40,
+            "{}",
+            std::mem::size_of::<Stream>()
+        );
     }
 }

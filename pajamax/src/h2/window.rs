@@ -3,9 +3,11 @@
 use crate::h2::frame::MAX_WINDOW;
 
 /// A send window: may go negative after the peer lowers
-/// SETTINGS_INITIAL_WINDOW_SIZE, and may never exceed 2^31 - 1.
+/// SETTINGS_INITIAL_WINDOW_SIZE, and may never exceed 2^31 - 1. As the
+/// initial size is at most 2^31 - 1 and only a positive window is spent,
+/// it never goes below -(2^31 - 1): it fits an `i32`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window(i64);
+pub struct Window(i32);
 
 /// A window would exceed 2^31 - 1: a FLOW_CONTROL_ERROR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,7 +16,7 @@ pub struct WindowOverflow;
 impl Window {
     /// A window of `size` bytes.
     pub fn new(size: u32) -> Window {
-        Window(i64::from(size))
+        Window(size.min(MAX_WINDOW) as i32)
     }
 
     /// Bytes that may be sent now (zero while negative).
@@ -33,16 +35,17 @@ impl Window {
 
     /// Takes `n` bytes that were sent.
     pub fn consume(&mut self, n: usize) {
-        self.0 -= n as i64;
+        // At most what is available, which fits an i32.
+        self.0 -= n as i32;
     }
 
     /// Applies a WINDOW_UPDATE increment or a change of the initial window.
     pub fn adjust(&mut self, delta: i64) -> Result<(), WindowOverflow> {
-        let next = self.0 + delta;
+        let next = i64::from(self.0) + delta;
         if next > i64::from(MAX_WINDOW) {
             return Err(WindowOverflow);
         }
-        self.0 = next;
+        self.0 = i32::try_from(next).map_err(|_| WindowOverflow)?;
         Ok(())
     }
 }

@@ -396,8 +396,10 @@ impl Builder {
     /// When a proto cannot be read, parsed or type-checked (the message
     /// names the file and, where known, the line and column), or when the
     /// output cannot be written. A missing proto or import gives
-    /// [`io::ErrorKind::NotFound`], a malformed one
-    /// [`io::ErrorKind::InvalidInput`]. A service named in
+    /// [`io::ErrorKind::NotFound`] (for a file of `protos`, the message says
+    /// it is not found and names the include paths it was looked for
+    /// under; a file that exists outside them is "not in any include
+    /// path"), a malformed one [`io::ErrorKind::InvalidInput`]. A service named in
     /// [`Builder::dispatch_services`] or [`Builder::local_services`] that no
     /// proto defines, or that is named in both, gives
     /// [`io::ErrorKind::InvalidInput`] too, naming it.
@@ -415,7 +417,10 @@ impl Builder {
             protox::Compiler::new(includes.iter().map(AsRef::as_ref)).map_err(proto_error)?;
         compiler.include_source_info(true).include_imports(true);
         for proto in protos {
-            compiler.open_file(proto.as_ref()).map_err(proto_error)?;
+            let proto = proto.as_ref();
+            compiler
+                .open_file(proto)
+                .map_err(|err| open_error(err, proto, includes))?;
         }
         if self.emit_rerun_if_changed {
             for file in compiler.files() {
@@ -526,6 +531,43 @@ fn check_modes(modes: &Modes, defined: &BTreeSet<String>) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Turns the error of opening `proto`, one of the files to compile, into an
+/// `io::Error` that says what is wrong. protox reports a file that does not
+/// exist as "not in any include path"; here such a file is "not found",
+/// with the include paths it was looked for in. A file that exists outside
+/// the include paths keeps protox's message, with the include paths added.
+fn open_error(err: protox::Error, proto: &Path, includes: &[impl AsRef<Path>]) -> io::Error {
+    if !err.is_file_not_found() {
+        return proto_error(err);
+    }
+    let looked_in = if includes.is_empty() {
+        "no include path was given".to_owned()
+    } else {
+        let dirs: Vec<String> = includes
+            .iter()
+            .map(|dir| format!("`{}`", dir.as_ref().display()))
+            .collect();
+        format!("include paths: {}", dirs.join(", "))
+    };
+    let exists = proto.exists()
+        || (proto.is_relative() && includes.iter().any(|dir| dir.as_ref().join(proto).exists()));
+    if !exists {
+        return io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "proto file `{}` not found: no such file at that path, nor under an \
+                 include path ({looked_in})",
+                proto.display()
+            ),
+        );
+    }
+    let err = proto_error(err);
+    io::Error::new(
+        err.kind(),
+        format!("{err} ({looked_in}; a proto file to compile must lie under one of them)"),
+    )
 }
 
 /// Turns a protox error into an `io::Error` whose message says where and
@@ -812,7 +854,64 @@ message Item { common.Id id = 1; }
         let dir = scratch(&[]);
         let err = compile_in(&dir, &["nowhere.proto"]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
-        assert!(err.to_string().contains("nowhere.proto"), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.contains("proto file `nowhere.proto` not found"),
+            "{message}"
+        );
+        assert!(!message.contains("not in any include path"), "{message}");
+        // The include paths it was looked for in are named.
+        assert!(
+            message.contains(&format!("`{}`", dir.display())),
+            "{message}"
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_file_under_an_include_path_is_not_found() {
+        // As a build script names it: the include path, then the file.
+        let dir = scratch(&[("proto/helloworld.proto", GREETER)]);
+        let missing = dir.join("proto/missing.proto");
+        let err = configure()
+            .out_dir(dir.join("out"))
+            .emit_rerun_if_changed(false)
+            .compile(&[&missing], &[dir.join("proto"), dir.join("vendor")])
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("proto file `{}` not found", missing.display())),
+            "{message}"
+        );
+        assert!(!message.contains("not in any include path"), "{message}");
+        for include in ["proto", "vendor"] {
+            let shown = format!("`{}`", dir.join(include).display());
+            assert!(message.contains(&shown), "{message}");
+        }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_outside_the_include_paths_says_so() {
+        let dir = scratch(&[
+            ("proto/helloworld.proto", GREETER),
+            (
+                "elsewhere/other.proto",
+                "syntax = \"proto3\";\npackage other;\n",
+            ),
+        ]);
+        let outside = dir.join("elsewhere/other.proto");
+        let err = configure()
+            .out_dir(dir.join("out"))
+            .emit_rerun_if_changed(false)
+            .compile(&[&outside], &[dir.join("proto")])
+            .unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("not in any include path"), "{message}");
+        assert!(!message.contains("not found"), "{message}");
+        let shown = format!("`{}`", dir.join("proto").display());
+        assert!(message.contains(&shown), "{message}");
         fs::remove_dir_all(dir).unwrap();
     }
 

@@ -45,7 +45,60 @@ impl Server {
     }
 }
 
-/// Configures and starts a server.
+/// Configures and starts a server; made by [`Server::builder`].
+///
+/// Its methods take and return the builder, so that they chain: the
+/// services ([`add_service`](Builder::add_service)), the hooks
+/// ([`intercept`](Builder::intercept), [`observe`](Builder::observe),
+/// [`on_shutdown`](Builder::on_shutdown)) and the limits, each with the
+/// default its method documents. One of the last calls starts the server:
+///
+/// - [`serve_until_signal`](Builder::serve_until_signal) serves until
+///   SIGTERM or SIGINT, then drains the calls in flight and returns (what a
+///   `main` usually ends with);
+/// - [`serve_with_shutdown`](Builder::serve_with_shutdown) drains when a
+///   closure returns; [`serve`](Builder::serve) serves until the process
+///   ends;
+/// - [`bind`](Builder::bind) and [`bind_unix`](Builder::bind_unix) return
+///   at once with a [`ServerHandle`], to stop the server by hand.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # struct MyService;
+/// # impl pajamax::Service for MyService {
+/// #     fn name(&self) -> &'static str { "demo.Demo" }
+/// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
+/// # }
+///
+/// fn main() -> std::io::Result<()> {
+///     pajamax::Server::builder()
+///         .workers(4) // default: one per core
+///         .max_concurrent_streams(1000) // per connection; default 4096
+///         .max_recv_message_size(16 << 20) // default 4 MiB
+///         .idle_timeout(Duration::from_secs(300)) // default: never
+///         .send_compressed(true) // gzip, for the clients that accept it
+///         .shutdown_grace(Duration::from_secs(20)) // default 30 s
+///         .add_service(MyService)
+///         .serve_until_signal("0.0.0.0:50051")
+/// }
+/// ```
+///
+/// The same, bound to a port the system chooses and stopped at once, as a
+/// test would:
+///
+/// ```
+/// # struct MyService;
+/// # impl pajamax::Service for MyService {
+/// #     fn name(&self) -> &'static str { "demo.Demo" }
+/// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
+/// # }
+/// let builder = pajamax::Server::builder().workers(1).add_service(MyService);
+/// assert_eq!(builder.service_names(), ["demo.Demo"]);
+/// let server = builder.bind("127.0.0.1:0")?;
+/// assert_ne!(server.local_addr().port(), 0);
+/// server.shutdown();
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct Builder {
     config: RuntimeConfig,
     router: Router,
@@ -115,7 +168,21 @@ impl Builder {
     }
 
     /// The HTTP/2 codec's settings and limits, for the knobs without a
-    /// method of their own (see [`crate::h2::Config`]).
+    /// method of their own (see [`H2Config`](crate::H2Config)). Start from
+    /// the default and change what you need:
+    ///
+    /// ```
+    /// let builder = pajamax::Server::builder().h2_config(pajamax::H2Config {
+    ///     stream_send_buffer: 256 << 10,
+    ///     ..pajamax::H2Config::default()
+    /// });
+    /// ```
+    ///
+    /// It replaces the settings made before it with
+    /// [`max_concurrent_streams`](Builder::max_concurrent_streams),
+    /// [`initial_stream_window`](Builder::initial_stream_window) and
+    /// [`max_header_list_size`](Builder::max_header_list_size): call those
+    /// after it.
     pub fn h2_config(mut self, config: crate::h2::Config) -> Builder {
         self.config.grpc.h2 = config;
         self
@@ -191,8 +258,20 @@ impl Builder {
 
     /// Runs `interceptor` on the worker before the handler of every call
     /// (interceptors run in the order they were added; the first to reject
-    /// a call ends it). See [`crate::grpc::intercept`]; for one service
-    /// only, wrap it in [`Intercepted`](crate::grpc::intercept::Intercepted).
+    /// a call ends it). See [`Interceptor`] and the
+    /// [crate docs](crate#interceptors-and-observers); for one service
+    /// only, wrap it in [`Intercepted`](crate::Intercepted).
+    ///
+    /// ```
+    /// use pajamax::{CallInfo, Context, Status};
+    ///
+    /// let builder = pajamax::Server::builder().intercept(
+    ///     |_call: &CallInfo<'_>, ctx: &mut Context<'_>| match ctx.metadata().get("x-api-key") {
+    ///         Some("secret") => Ok(()),
+    ///         _ => Err(Status::unauthenticated("x-api-key required")),
+    ///     },
+    /// );
+    /// ```
     pub fn intercept(mut self, interceptor: impl Interceptor) -> Builder {
         self.router
             .hooks_mut()
@@ -203,7 +282,22 @@ impl Builder {
 
     /// Shows every answered call to `observer` (method, status code,
     /// duration, message bytes each way), on the worker that served it. See
-    /// [`crate::grpc::intercept`].
+    /// [`CallObserver`] and the
+    /// [crate docs](crate#interceptors-and-observers).
+    ///
+    /// ```
+    /// use pajamax::FinishedCall;
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let failed = Arc::new(AtomicU64::new(0));
+    /// let counter = failed.clone();
+    /// let builder = pajamax::Server::builder().observe(move |call: &FinishedCall<'_>| {
+    ///     if call.code != pajamax::Code::Ok {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    /// });
+    /// ```
     pub fn observe(mut self, observer: impl CallObserver) -> Builder {
         self.router.hooks_mut().observers.push(Arc::new(observer));
         self
@@ -459,7 +553,57 @@ impl Builder {
     }
 }
 
-/// A running server.
+/// A running server, from [`Builder::bind`] or [`Builder::bind_unix`]:
+/// where it listens, what it holds, and how it stops.
+///
+/// [`shutdown`](ServerHandle::shutdown) drains the server gracefully and
+/// waits for it; [`shutdown_on_signals`](ServerHandle::shutdown_on_signals)
+/// does that on SIGTERM or SIGINT; [`wait`](ServerHandle::wait) waits
+/// without stopping it. Dropping the handle does not stop the server: it
+/// runs on until the process ends.
+///
+/// ```
+/// # struct MyService;
+/// # impl pajamax::Service for MyService {
+/// #     fn name(&self) -> &'static str { "demo.Demo" }
+/// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
+/// # }
+/// let server = pajamax::Server::builder()
+///     .workers(2)
+///     .add_service(MyService)
+///     .bind("127.0.0.1:0")?;
+/// let addr = server.local_addr(); // the port the system chose
+/// println!("clients connect to {addr}");
+/// assert_eq!(server.connections(), 0);
+/// assert_eq!(server.stats().workers.len(), 2);
+/// // Graceful: every connection gets a GOAWAY, the calls in flight are
+/// // answered, then the threads exit.
+/// server.shutdown();
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// Stopping it from elsewhere, here a thread that decides when:
+///
+/// ```
+/// # struct MyService;
+/// # impl pajamax::Service for MyService {
+/// #     fn name(&self) -> &'static str { "demo.Demo" }
+/// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
+/// # }
+/// let (stop, stopped) = std::sync::mpsc::channel::<()>();
+/// let server = pajamax::Server::builder()
+///     .workers(1)
+///     .add_service(MyService)
+///     .bind("127.0.0.1:0")?;
+/// let controller = std::thread::spawn(move || {
+///     // ... on whatever event ends the server:
+///     stop.send(()).unwrap();
+/// });
+/// let _ = stopped.recv();
+/// server.shutdown();
+/// controller.join().unwrap();
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct ServerHandle {
     on_shutdown: Vec<Box<dyn FnOnce() + Send>>,
     local_addr: Option<SocketAddr>,

@@ -50,6 +50,9 @@ pub(crate) enum Part {
 /// The queue of answer parts for one worker. Producers push from any
 /// thread; the worker is woken once for however many parts arrive before
 /// it drains.
+///
+/// Internal: the server's workers make and drain it; an application
+/// reaches it only through a [`Responder`], [`Sink`] or [`Streaming`].
 pub struct Inbox {
     parts: Mutex<Vec<Delivery>>,
     wake: Box<dyn Fn() + Send + Sync>,
@@ -316,6 +319,50 @@ fn framed<M: prost::Message>(message: &M) -> Vec<u8> {
 /// never hangs; an answer for a call that has ended (the client cancelled,
 /// the deadline passed, the connection closed) is dropped, and
 /// [`Responder::is_cancelled`] tells so beforehand.
+///
+/// A handler whose answer needs slow work (a database, a file, another
+/// service) hands the call to a thread of the application's, and the
+/// worker serves other calls meanwhile:
+///
+/// ```
+/// use pajamax::{Context, Responder, Status};
+/// use std::sync::mpsc;
+///
+/// struct Lookup {
+///     jobs: mpsc::Sender<(String, Responder)>,
+/// }
+///
+/// impl Lookup {
+///     /// As in a generated trait: `rpc Lookup (string) returns (string)`.
+///     fn lookup_with_context(&self, ctx: &mut Context<'_>, key: String) -> Result<String, Status> {
+///         let responder = ctx.defer();
+///         if let Err(mpsc::SendError((_, responder))) = self.jobs.send((key, responder)) {
+///             responder.respond::<String>(Err(Status::unavailable("the lookup thread stopped")));
+///         }
+///         Ok(String::new()) // ignored: the responder answers
+///     }
+/// }
+///
+/// // The application's thread, which may block.
+/// let (jobs, queue) = mpsc::channel::<(String, Responder)>();
+/// std::thread::spawn(move || {
+///     for (key, mut responder) in queue {
+///         if responder.is_cancelled() {
+///             continue; // the client has gone, or its deadline passed
+///         }
+///         let value = format!("the value of {key}"); // the slow part
+///         responder.trailers_mut().insert("x-source", "store").unwrap();
+///         responder.respond(Ok(value));
+///     }
+/// });
+///
+/// let service = Lookup { jobs };
+/// # let md = pajamax::Metadata::new();
+/// # let mut response = pajamax::ResponseMetadata::default();
+/// # let mut ctx = Context::new(&md, None, None, &mut response);
+/// # service.lookup_with_context(&mut ctx, "k".into())?;
+/// # Ok::<(), Status>(())
+/// ```
 pub struct Responder {
     shared: Option<Arc<Shared>>,
     headers: Metadata,
@@ -398,6 +445,37 @@ impl Drop for Responder {
 /// the call has ended (the client cancelled, the deadline passed, the
 /// connection closed). End with [`Sink::finish`]; a sink dropped without
 /// it ends the call with `INTERNAL`.
+///
+/// [`Cancelled`] converts to the matching [`Status`], so a sending loop can
+/// use `?` and hand its result to `finish`:
+///
+/// ```
+/// use pajamax::{Context, ServerStream, Sink, Status};
+///
+/// // `rpc Tail (uint64) returns (stream uint64)`, served on a thread.
+/// fn tail_with_context(ctx: &mut Context<'_>, from: u64) -> Result<ServerStream<u64>, Status> {
+///     let (stream, mut sink) = ServerStream::channel(ctx);
+///     std::thread::spawn(move || {
+///         let result = follow(&mut sink, from);
+///         sink.finish(result);
+///     });
+///     Ok(stream)
+/// }
+///
+/// fn follow(sink: &mut Sink<u64>, from: u64) -> Result<(), Status> {
+///     sink.headers_mut().insert("x-from", &from.to_string()).unwrap();
+///     sink.send_headers()?; // the client sees the headers before any message
+///     for n in from..from + 100 {
+///         sink.send(&n)?; // waits while the client does not read
+///     }
+///     Ok(())
+/// }
+/// # let md = pajamax::Metadata::new();
+/// # let mut response = pajamax::ResponseMetadata::default();
+/// # let mut ctx = Context::new(&md, None, None, &mut response);
+/// # tail_with_context(&mut ctx, 7)?;
+/// # Ok::<(), Status>(())
+/// ```
 pub struct Sink<M> {
     shared: Option<Arc<Shared>>,
     headers: Metadata,
@@ -543,6 +621,26 @@ impl<M> Drop for Sink<M> {
 /// (`INVALID_ARGUMENT`) or the call has ended ([`Cancelled`] as a status);
 /// nothing follows an error. Taking messages is what lets the client send
 /// more: its flow-control window opens as the queue empties.
+///
+/// ```
+/// use pajamax::{ClientStream, Context, Status};
+///
+/// // `rpc Sum (stream uint32) returns (uint64)`, read on a thread.
+/// fn sum_with_context(ctx: &mut Context<'_>) -> Result<ClientStream<u32, u64>, Status> {
+///     let (stream, numbers, responder) = ClientStream::channel(ctx);
+///     std::thread::spawn(move || {
+///         // Blocks for each message; the first error ends the sum.
+///         let sum: Result<u64, Status> = numbers.map(|n| n.map(u64::from)).sum();
+///         responder.respond(sum);
+///     });
+///     Ok(stream)
+/// }
+/// # let md = pajamax::Metadata::new();
+/// # let mut response = pajamax::ResponseMetadata::default();
+/// # let mut ctx = Context::new(&md, None, None, &mut response);
+/// # sum_with_context(&mut ctx)?;
+/// # Ok::<(), Status>(())
+/// ```
 pub struct Streaming<M> {
     shared: Option<Arc<Shared>>,
     done: bool,

@@ -46,6 +46,82 @@ impl Method {
 /// server resolves a request's `:path` to a method index once and passes that
 /// index to the entry point of the method's kind. An entry point a service
 /// does not override answers `UNIMPLEMENTED`.
+///
+/// `pajamax-build` implements it for every proto service (the generated
+/// `GreeterServer<T>` wraps your `T: Greeter`), so an application usually
+/// only passes one to [`Builder::add_service`](crate::Builder::add_service).
+/// By hand, it looks like this: the entry points decode the request, run
+/// the handler, and encode its answer.
+///
+/// ```
+/// use pajamax::{Context, Method, MethodKind, RawServerStream, Reply, ServerStream};
+/// use pajamax::{Service, Status};
+///
+/// /// `demo.Counter`: `Next(uint32) returns (uint32)` and
+/// /// `UpTo(uint32) returns (stream uint32)`.
+/// struct Counter;
+///
+/// const METHODS: &[Method] = &[
+///     Method::unary("Next"),
+///     Method { name: "UpTo", kind: MethodKind::ServerStreaming },
+/// ];
+///
+/// impl Service for Counter {
+///     fn name(&self) -> &'static str {
+///         "demo.Counter"
+///     }
+///
+///     fn methods(&self) -> &'static [Method] {
+///         METHODS
+///     }
+///
+///     fn unary(
+///         &self,
+///         method: usize,
+///         _ctx: &mut Context<'_>,
+///         request: &[u8],
+///         reply: &mut Reply<'_>,
+///     ) -> Result<(), Status> {
+///         match method {
+///             0 => {
+///                 let n: u32 = pajamax::decode_request(request)?;
+///                 let next = n.checked_add(1).ok_or_else(|| Status::out_of_range("no next"))?;
+///                 reply.encode(&next);
+///                 Ok(())
+///             }
+///             _ => Err(Status::unimplemented("no such method")),
+///         }
+///     }
+///
+///     fn server_streaming(
+///         &self,
+///         method: usize,
+///         _ctx: &mut Context<'_>,
+///         request: &[u8],
+///     ) -> Result<RawServerStream, Status> {
+///         match method {
+///             1 => {
+///                 let to: u32 = pajamax::decode_request(request)?;
+///                 Ok(ServerStream::iter((1..=to).map(Ok)).into_raw())
+///             }
+///             _ => Err(Status::unimplemented("no such method")),
+///         }
+///     }
+/// }
+///
+/// // Served as `/demo.Counter/Next` and `/demo.Counter/UpTo`:
+/// let builder = pajamax::Server::builder().add_service(Counter);
+/// assert_eq!(builder.service_names(), ["demo.Counter"]);
+///
+/// // The entry points can be called directly, as the server does.
+/// let metadata = pajamax::Metadata::new();
+/// let mut response = pajamax::ResponseMetadata::default();
+/// let mut ctx = Context::new(&metadata, None, None, &mut response);
+/// let mut answer = Vec::new();
+/// Counter.unary(0, &mut ctx, &[0x08, 41], &mut Reply::new(&mut answer))?;
+/// assert_eq!(answer, [0x08, 42]);
+/// # Ok::<(), Status>(())
+/// ```
 pub trait Service: Send + Sync + 'static {
     /// The fully qualified service name, such as `helloworld.Greeter`.
     fn name(&self) -> &'static str;

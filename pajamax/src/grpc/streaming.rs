@@ -36,8 +36,8 @@
 //!     });
 //!     Ok(stream)
 //! }
-//! # let md = pajamax::grpc::metadata::Metadata::new();
-//! # let mut response = pajamax::grpc::context::ResponseMetadata::default();
+//! # let md = pajamax::Metadata::new();
+//! # let mut response = pajamax::ResponseMetadata::default();
 //! # let mut ctx = Context::new(&md, None, None, &mut response);
 //! # count(&mut ctx, 3).unwrap();
 //! # count_on_a_thread(&mut ctx, 3).unwrap();
@@ -164,6 +164,29 @@ pub(crate) enum Production {
 ///
 /// Response metadata set on the handler's [`Context`] goes with the first
 /// message (headers) and the end (trailers).
+///
+/// ```
+/// use pajamax::{ServerStream, Status};
+///
+/// // `rpc List (uint32) returns (stream string)`, made on the worker.
+/// fn list(count: u32) -> Result<ServerStream<String>, Status> {
+///     if count == 0 {
+///         // Before any message: the call ends with this status alone.
+///         return Err(Status::invalid_argument("ask for one name at least"));
+///     }
+///     let names = (1..=count).map(|i| Ok(format!("name {i}")));
+///     // An `Err` item ends the stream with that status, after the messages
+///     // before it.
+///     let last = std::iter::once(Err(Status::aborted("that was all there is")));
+///     Ok(ServerStream::iter(names.chain(last)))
+/// }
+/// # list(3)?;
+/// # assert!(list(0).is_err());
+/// # Ok::<(), Status>(())
+/// ```
+///
+/// To send the messages from another thread, see [`ServerStream::channel`]
+/// and [`Sink`]; to pace them on the worker, [`Producer`].
 pub struct ServerStream<M> {
     production: Production,
     _message: PhantomData<fn() -> M>,
@@ -452,6 +475,39 @@ impl fmt::Debug for RawInbound {
 /// What a client-streaming handler returns: who takes the request messages
 /// and answers, on the worker ([`ClientStream::on_worker`]) or on another
 /// thread ([`ClientStream::channel`]).
+///
+/// The handler runs when the call starts, before any request message;
+/// what it returns takes the messages as they arrive.
+///
+/// ```
+/// use pajamax::{ClientStream, ClientStreamHandler, Context, Status};
+///
+/// /// The longest of the strings sent.
+/// #[derive(Default)]
+/// struct Longest(String);
+///
+/// impl ClientStreamHandler<String, String> for Longest {
+///     fn on_message(&mut self, _ctx: &mut Context<'_>, s: String) -> Result<(), Status> {
+///         if s.len() > self.0.len() {
+///             self.0 = s;
+///         }
+///         Ok(())
+///     }
+///
+///     fn on_end(&mut self, _ctx: &mut Context<'_>) -> Result<String, Status> {
+///         Ok(std::mem::take(&mut self.0))
+///     }
+/// }
+///
+/// // `rpc Longest (stream string) returns (string)`, on the worker.
+/// fn longest() -> Result<ClientStream<String, String>, Status> {
+///     Ok(ClientStream::on_worker(Longest::default()))
+/// }
+/// # longest()?;
+/// # Ok::<(), Status>(())
+/// ```
+///
+/// On a thread instead, see [`Streaming`].
 pub struct ClientStream<Req, Resp> {
     inbound: Inbound,
     _types: PhantomData<fn(Req) -> Resp>,
@@ -508,6 +564,51 @@ where
 /// What a bidirectional-streaming handler returns: who takes the request
 /// messages and sends the answers, on the worker ([`BidiStream::on_worker`])
 /// or on another thread ([`BidiStream::channel`]).
+///
+/// ```
+/// use pajamax::{BidiHandler, BidiStream, Context, Responses, Status};
+///
+/// /// Answers each string with its upper case, on the worker.
+/// struct Upper;
+///
+/// impl BidiHandler<String, String> for Upper {
+///     fn on_message(
+///         &mut self,
+///         _ctx: &mut Context<'_>,
+///         s: String,
+///         responses: &mut Responses<'_, String>,
+///     ) -> Result<(), Status> {
+///         responses.send(&s.to_uppercase());
+///         Ok(())
+///     }
+/// }
+///
+/// // `rpc Upper (stream string) returns (stream string)`.
+/// fn upper() -> Result<BidiStream<String, String>, Status> {
+///     Ok(BidiStream::on_worker(Upper))
+/// }
+///
+/// // The same on a thread of its own, which may block.
+/// fn upper_with_context(ctx: &mut Context<'_>) -> Result<BidiStream<String, String>, Status> {
+///     let (stream, requests, mut sink) = BidiStream::<String, String>::channel(ctx);
+///     std::thread::spawn(move || {
+///         for s in requests {
+///             let Ok(s) = s else { return }; // a bad message, or the call ended
+///             if sink.send(&s.to_uppercase()).is_err() {
+///                 return; // the client cancelled, or the deadline passed
+///             }
+///         }
+///         sink.finish(Ok(()));
+///     });
+///     Ok(stream)
+/// }
+/// # upper()?;
+/// # let md = pajamax::Metadata::new();
+/// # let mut response = pajamax::ResponseMetadata::default();
+/// # let mut ctx = Context::new(&md, None, None, &mut response);
+/// # upper_with_context(&mut ctx)?;
+/// # Ok::<(), Status>(())
+/// ```
 pub struct BidiStream<Req, Resp> {
     inbound: Inbound,
     _types: PhantomData<fn(Req) -> Resp>,

@@ -4,11 +4,14 @@
 # Pajamax's (rust_pajamax_upstream_bench), each alone, loaded by h2load over
 # one connection with M streams in flight (M=1 and M=100).
 #
-# Usage: benches/whole_server.sh [--only pajamax|original] [--rss]
-#                                [--no-build] [N [WARMUP]]
+# Usage: benches/whole_server.sh [--only pajamax|original|tonic] [--tonic]
+#                                [--rss] [--no-build] [N [WARMUP]]
 #        (defaults: N=20000, WARMUP=2000)
 #
-#   --only KIND  run one server: pajamax (this repository) or original.
+#   --only KIND  run one server: pajamax (this repository), original or
+#                tonic (grpc_bench_integration/rust_tonic_bench).
+#   --tonic      run tonic's grpc_bench server too, in a third column (about
+#                8 times the instructions: the run takes a few minutes more).
 #   --rss        also the peak resident memory (VmHWM) of each server, run
 #                natively, at h2load -c 100 -m 100 and -c 100 -m 1000.
 #   --no-build   use the servers already built.
@@ -54,8 +57,8 @@ POSITIONAL=()
 while (($#)); do
 	case "$1" in
 	--only)
-		[[ ${2:-} == pajamax || ${2:-} == original ]] || {
-			echo "--only takes pajamax or original" >&2
+		[[ ${2:-} == pajamax || ${2:-} == original || ${2:-} == tonic ]] || {
+			echo "--only takes pajamax, original or tonic" >&2
 			exit 2
 		}
 		KINDS=("$2")
@@ -63,11 +66,12 @@ while (($#)); do
 		;;
 	--only=*)
 		KINDS=("${1#--only=}")
-		[[ ${KINDS[0]} == pajamax || ${KINDS[0]} == original ]] || {
-			echo "--only takes pajamax or original" >&2
+		[[ ${KINDS[0]} == pajamax || ${KINDS[0]} == original || ${KINDS[0]} == tonic ]] || {
+			echo "--only takes pajamax, original or tonic" >&2
 			exit 2
 		}
 		;;
+	--tonic) KINDS+=(tonic) ;;
 	--rss) RSS=true ;;
 	--no-build) BUILD=false ;;
 	-h | --help)
@@ -101,6 +105,7 @@ bench_of() { # KIND -> bench folder
 	case "$1" in
 	pajamax) echo rust_pajamax_bench ;;
 	original) echo rust_pajamax_upstream_bench ;;
+	tonic) echo rust_tonic_bench ;;
 	esac
 }
 
@@ -449,27 +454,44 @@ ratio() {
 	}
 	python3 -c "import sys; a, b = map(float, sys.argv[1:]); print(f'{a / b:.2f}' if b else '–')" "$1" "$2"
 }
+WITH_TONIC=false
+for kind in "${KINDS[@]}"; do [[ $kind == tonic ]] && WITH_TONIC=true; done
 row() { # LABEL KEY DECIMALS
-	local p=${RESULT["pajamax $2"]:-} o=${RESULT["original $2"]:-}
-	echo "| $1 | $(fmt "$p" "$3") | $(fmt "$o" "$3") | $(ratio "$p" "$o") |"
+	local p=${RESULT["pajamax $2"]:-} o=${RESULT["original $2"]:-} t=${RESULT["tonic $2"]:-}
+	if $WITH_TONIC; then
+		echo "| $1 | $(fmt "$p" "$3") | $(fmt "$o" "$3") | $(ratio "$p" "$o") | $(fmt "$t" "$3") | $(ratio "$t" "$p") |"
+	else
+		echo "| $1 | $(fmt "$p" "$3") | $(fmt "$o" "$3") | $(ratio "$p" "$o") |"
+	fi
 }
 
 echo
 echo "complex_proto, one connection, server on CPU $SERVER_CPU, h2load on CPU $CLIENT_CPU;"
 echo "$N requests counted (instructions: difference of $N and $((2 * N))), after $WARMUP warm-up requests"
 echo
-echo "| per request | pajamax | original | ratio |"
-echo "|---|---:|---:|---:|"
+if $WITH_TONIC; then
+	echo "| per request | pajamax | original | pajamax / original | tonic | tonic / pajamax |"
+	echo "|---|---:|---:|---:|---:|---:|"
+else
+	echo "| per request | pajamax | original | ratio |"
+	echo "|---|---:|---:|---:|"
+fi
 for m in "${STREAMS[@]}"; do row "instructions, M=$m" "ir $m" 0; done
 if $HAVE_STRACE; then
 	for m in "${STREAMS[@]}"; do row "syscalls, M=$m" "sys $m" 3; done
 fi
 if $RSS; then
 	for m in 100 1000; do
-		echo "| VmHWM, 100 connections × $m streams | ${RESULT["pajamax rss $m"]:-–} | ${RESULT["original rss $m"]:-–} | |"
+		if $WITH_TONIC; then
+			echo "| VmHWM, 100 connections × $m streams | ${RESULT["pajamax rss $m"]:-–} | ${RESULT["original rss $m"]:-–} | | ${RESULT["tonic rss $m"]:-–} | |"
+		else
+			echo "| VmHWM, 100 connections × $m streams | ${RESULT["pajamax rss $m"]:-–} | ${RESULT["original rss $m"]:-–} | |"
+		fi
 	done
 fi
 echo
+# tonic's runtime threads do work of their own between runs: its set-up
+# cost cannot be told apart, so it has no column here.
 echo "| instructions per connection (set-up and close) | pajamax | original |"
 echo "|---|---:|---:|"
 for m in "${STREAMS[@]}"; do

@@ -21,7 +21,17 @@
 #   GRPC_CLIENT_CONCURRENCY=1000 GRPC_CLIENT_QPS=0 GRPC_CLIENT_CPUS=1
 #   GRPC_REQUEST_SCENARIO=complex_proto
 # The server runs on CPUs 0..GRPC_SERVER_CPUS-1 and the client on the next
-# GRPC_CLIENT_CPUS. Results go to results/<timestamp>/.
+# GRPC_CLIENT_CPUS. Results go to results/<timestamp>/ (tables, runs.csv).
+#
+# Each run is marked client-bound when the client used at least
+# CLIENT_BOUND_CLIENT_PCT=85 % of the CPUs it can keep busy (GRPC_CLIENT_CPUS
+# rounded up; h2load: no more than its threads, one per connection at most)
+# and the server under CLIENT_BOUND_SERVER_PCT=50 % of one CPU, both from
+# /proc, from one second into the run to its end. req/s then measures the
+# client, and req/s per server CPU divides by a small, noisy CPU time: the
+# tables print it with "(client-bound)" and the chart draws it hollow.
+# server-bound: the server at 90 % of its CPUs or more, the client not
+# saturated.
 
 set -euo pipefail
 
@@ -67,6 +77,8 @@ export GRPC_CLIENT_CONCURRENCY=${GRPC_CLIENT_CONCURRENCY:-1000}
 export GRPC_CLIENT_QPS=${GRPC_CLIENT_QPS:-0}
 export GRPC_CLIENT_CPUS=${GRPC_CLIENT_CPUS:-1}
 export GRPC_REQUEST_SCENARIO=${GRPC_REQUEST_SCENARIO:-complex_proto}
+export CLIENT_BOUND_CLIENT_PCT=${CLIENT_BOUND_CLIENT_PCT:-85}
+export CLIENT_BOUND_SERVER_PCT=${CLIENT_BOUND_SERVER_PCT:-50}
 GHZ_VERSION=v0.114.0
 # Debian bookworm's protoc, which the original pajamax-build (prost-build
 # 0.13) and the h2load body encoder need.
@@ -184,6 +196,18 @@ wait_on_tcp50051() {
 	return 1
 }
 
+# client_threads CONNECTIONS: the CPUs the client can keep busy. ghz runs
+# on CLIENT_N (--cpus); h2load on one thread per CPU, at most one per
+# connection.
+client_threads() {
+	local c=$1
+	if [[ $CLIENT == ghz ]]; then
+		echo "$CLIENT_N"
+	else
+		echo $((CLIENT_N < c ? CLIENT_N : c))
+	fi
+}
+
 # client DURATION CONNECTIONS CONCURRENCY: the load, on the client CPUs.
 client() {
 	local duration=$1 c=$2 s=$3
@@ -207,7 +231,8 @@ client() {
 			127.0.0.1:50051
 	else
 		# h2load has no request rate: GRPC_CLIENT_QPS applies to ghz only.
-		local threads=$((CLIENT_N < c ? CLIENT_N : c))
+		local threads
+		threads=$(client_threads "$c")
 		taskset -c "$CLIENT_CPUSET" h2load \
 			-c "$c" -m "$(((s + c - 1) / c))" -t "$threads" \
 			-D "$duration" \
@@ -237,6 +262,10 @@ run_one() {
 	name=$(basename "$bench")
 	mkdir -p "$dir"
 	echo "==> $name: C=$c S=$s, server on CPU $SERVER_CPUSET, $CLIENT on CPU $CLIENT_CPUSET"
+	# The cell, and the CPUs each side can keep busy: what tools/report.py
+	# judges the CPU figures against.
+	echo "connections=$c streams=$s server_cpus=$SERVER_N client_cpus=$(client_threads "$c")" \
+		>"$dir/$name.params"
 	GRPC_SERVER_CPUS=$GRPC_SERVER_CPUS taskset -c "$SERVER_CPUSET" \
 		"$bench/target/release/helloworld-server" >"$dir/$name.server.log" 2>&1 &
 	SERVER_PID=$!
@@ -266,6 +295,7 @@ run_one() {
 	[[ -n $check ]] && echo "$check" >>"$dir/$name.report"
 	stop_server
 	grep -E "Requests/sec|finished in|grpc-status check" "$dir/$name.report" | sed 's/^ */    /' || true
+	python3 tools/report.py run "$dir" "$name" || true
 }
 
 write_params() {
@@ -283,6 +313,7 @@ $(git -C "$HERE" log -1 --pretty='%h %cD %s' 2>/dev/null || echo 'no git')
 - GRPC_CLIENT_QPS=$GRPC_CLIENT_QPS
 - GRPC_CLIENT_CPUS=$GRPC_CLIENT_CPUS (CPU $CLIENT_CPUSET)
 - GRPC_REQUEST_SCENARIO=$GRPC_REQUEST_SCENARIO
+- client-bound: client >= CLIENT_BOUND_CLIENT_PCT=$CLIENT_BOUND_CLIENT_PCT % of its CPUs, server < CLIENT_BOUND_SERVER_PCT=$CLIENT_BOUND_SERVER_PCT % of one CPU
 - machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $NCPU CPUs
 - load average at start: $(cut -d' ' -f1-3 /proc/loadavg)
 EOF
@@ -302,7 +333,7 @@ if $SWEEP; then
 	echo "Sweep finished. Detailed results are in $RESULTS_DIR"
 	python3 tools/report.py sweep "$RESULTS_DIR"
 	echo
-	echo "Written: $RESULTS_DIR/sweep.md, $RESULTS_DIR/sweep.svg"
+	echo "Written: $RESULTS_DIR/sweep.md, $RESULTS_DIR/sweep.svg, $RESULTS_DIR/runs.csv"
 else
 	for bench in "${BENCHES[@]}"; do
 		run_one "$bench" "$GRPC_CLIENT_CONNECTIONS" "$GRPC_CLIENT_CONCURRENCY" "$RESULTS_DIR"
@@ -310,6 +341,8 @@ else
 	echo "-----"
 	echo "Benchmark finished. Detailed results are in $RESULTS_DIR"
 	python3 tools/report.py table "$RESULTS_DIR" | tee "$RESULTS_DIR/table.txt"
+	echo
+	echo "Written: $RESULTS_DIR/table.txt, $RESULTS_DIR/runs.csv"
 fi
 cat "$RESULTS_DIR/bench.params"
 echo "All done."

@@ -3,7 +3,8 @@
 
 Usage: procstat.py PID OUTFILE [INTERVAL_SECONDS]
 
-Natively there is no `docker stats`: this plays its part. Every INTERVAL
+Natively there is no `docker stats`: this plays its part. The first line
+names the process (`# pid PID (COMM), N ticks per second`). Every INTERVAL
 (default 1 s) it appends a line `MONOTONIC_SECONDS CPU_TICKS RSS_KIB RUN_NS` to
 OUTFILE, where CPU_TICKS is the process's user + system time (all threads)
 in clock ticks, then RUN_NS, nanoseconds on a CPU since sampling began,
@@ -58,6 +59,14 @@ def sample(pid):
     return ticks, rss, threads_ns(pid)
 
 
+def command_name(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
 def main():
     pid, out = int(sys.argv[1]), sys.argv[2]
     interval = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
@@ -70,7 +79,7 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     with open(out, "w") as f:
-        f.write(f"# pid {pid}, {TICKS_PER_SECOND} ticks per second\n")
+        f.write(f"# pid {pid} ({command_name(pid)}), {TICKS_PER_SECOND} ticks per second\n")
         last, run = None, 0
         while True:
             s = sample(pid)

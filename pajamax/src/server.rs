@@ -530,11 +530,9 @@ impl Builder {
             shared: shared.clone(),
             max_connections: config.max_connections,
         };
-        threads.push(
-            std::thread::Builder::new()
-                .name("pajamax-acceptor".into())
-                .spawn(move || acceptor.run())?,
-        );
+        let acceptor = std::thread::Builder::new()
+            .name("pajamax-acceptor".into())
+            .spawn(move || acceptor.run())?;
         let shown = match (&local_addr, &unix_path) {
             (Some(addr), _) => addr.to_string(),
             (None, Some(path)) => format!("unix:{}", path.display()),
@@ -548,6 +546,7 @@ impl Builder {
             shared,
             wakers: worker_wakers,
             acceptor_waker,
+            acceptor: Some(acceptor),
             threads,
         })
     }
@@ -611,6 +610,9 @@ pub struct ServerHandle {
     shared: Arc<Shared>,
     wakers: Vec<Arc<mio::Waker>>,
     acceptor_waker: Arc<mio::Waker>,
+    /// The acceptor thread, joined when a shutdown begins.
+    acceptor: Option<JoinHandle<()>>,
+    /// The worker threads.
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -714,13 +716,20 @@ impl ServerHandle {
         ShutdownSignals::register()?.drain(self)
     }
 
-    /// Runs the hooks and tells the acceptor and the workers to stop.
+    /// Runs the hooks, stops the acceptor, then tells the workers to
+    /// drain. The listener is closed before the first GOAWAY: a gateway
+    /// that opens a new connection when it sees one is refused at once,
+    /// never accepted into a queue that the close then resets.
     fn begin_shutdown(&mut self) {
         for hook in std::mem::take(&mut self.on_shutdown) {
             hook();
         }
-        self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.stop_accepting.store(true, Ordering::Release);
         let _ = self.acceptor_waker.wake();
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+        self.shared.shutdown.store(true, Ordering::Release);
         for waker in &self.wakers {
             let _ = waker.wake();
         }
@@ -730,6 +739,9 @@ impl ServerHandle {
     pub fn wait(self) {
         for thread in self.threads {
             let _ = thread.join();
+        }
+        if let Some(acceptor) = self.acceptor {
+            let _ = acceptor.join();
         }
     }
 }

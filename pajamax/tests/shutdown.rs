@@ -73,3 +73,64 @@ async fn shutdown_hooks_run_first_and_service_names_are_known() {
     common::stop(server).await;
     assert_eq!(order.load(Ordering::SeqCst), 2);
 }
+
+/// Clients that keep opening connections, one call each, while the server
+/// shuts down: each connection is either refused at connect (the listener
+/// is closed before the first GOAWAY) or has its call answered. None is
+/// reset after its request went out, none is turned away with a GOAWAY
+/// that refuses the call it already sent: a gateway could not retry those.
+#[test]
+fn connections_opened_during_a_shutdown_are_answered_or_refused() {
+    use pajamax_test_peer::TcpClient;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let server = start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut answered, mut refused, mut lost) = (0u32, 0u32, Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(mut peer) = TcpClient::handshake(addr, &[]) else {
+                        refused += 1;
+                        continue;
+                    };
+                    // ProbeRequest { text: "hi" }
+                    let request = peer.client.request(1, "/test.Probe/Echo", b"\x0a\x02hi");
+                    if let Err(err) = peer.send(&request) {
+                        lost.push(format!("write failed: {err}"));
+                        continue;
+                    }
+                    let heard = peer.listen(Duration::from_secs(10), |h| {
+                        h.statuses.iter().any(|(stream, _)| *stream == 1)
+                    });
+                    match heard.statuses.iter().find(|(stream, _)| *stream == 1) {
+                        Some((_, status)) if status == "0" => answered += 1,
+                        other => lost.push(format!(
+                            "status {other:?}, GOAWAY {:?} last stream {:?}, closed {}",
+                            heard.goaway, heard.last_stream, heard.closed
+                        )),
+                    }
+                }
+                (answered, refused, lost)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    server.shutdown();
+    // Clients keep trying for a while against the closed listener.
+    std::thread::sleep(Duration::from_millis(100));
+    stop.store(true, Ordering::Relaxed);
+    let (mut answered, mut refused) = (0, 0);
+    for client in clients {
+        let (a, r, lost) = client.join().unwrap();
+        assert!(lost.is_empty(), "calls lost at shutdown: {lost:?}");
+        answered += a;
+        refused += r;
+    }
+    assert!(answered > 0, "calls were answered before the shutdown");
+    assert!(refused > 0, "connections were refused after it");
+}

@@ -50,8 +50,9 @@ pub struct BlockMemo {
     frame: Vec<u8>,
 }
 
-/// The most room an empty output keeps.
-const KEPT_ROOM: usize = 16 << 10;
+/// The most room an empty output keeps: enough for a few answers, little
+/// across many quiet connections.
+const KEPT_ROOM: usize = 4 << 10;
 
 /// Bytes for the socket, written from the front.
 pub(crate) struct Output {

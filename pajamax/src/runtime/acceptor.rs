@@ -40,7 +40,13 @@ impl Acceptor {
                 log::error!("acceptor: poll failed: {err}");
                 return;
             }
-            if self.shared.is_shutting_down() {
+            if self.shared.stop_accepting.load(Ordering::Acquire) {
+                // Connections the kernel completed before now are taken
+                // and served like the others; the listener closes when
+                // this returns, before any GOAWAY goes out, so a client
+                // that reconnects when it sees one is refused (and can
+                // try another server) rather than reset after sending.
+                self.accept_all();
                 return;
             }
             self.accept_all();

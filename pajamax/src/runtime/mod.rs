@@ -29,6 +29,9 @@ pub(crate) struct RuntimeConfig {
 /// State shared by the acceptor, the workers and the server handle.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// The acceptor is to take what the kernel has queued and close the
+    /// listener.
+    pub stop_accepting: AtomicBool,
     pub shutdown: AtomicBool,
     /// The shutdown's grace period is cut short: connections still open
     /// are closed now.
@@ -64,6 +67,7 @@ pub(crate) struct WorkerCounters {
 impl Shared {
     pub fn new(workers: usize) -> Shared {
         Shared {
+            stop_accepting: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             stop_now: AtomicBool::new(false),
             loads: (0..workers).map(|_| AtomicUsize::new(0)).collect(),

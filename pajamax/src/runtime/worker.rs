@@ -268,7 +268,9 @@ impl Worker {
         if new.reject {
             grpc.close(Reason::NO_ERROR, "too many connections");
         } else if self.shutting_down_since.is_some() {
-            grpc.close(Reason::NO_ERROR, "server shutting down");
+            // Taken from the listener's queue at shutdown: the calls it
+            // already carries are answered.
+            grpc.go_away();
         }
         self.conns[slot] = Some(Conn {
             socket,

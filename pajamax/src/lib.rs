@@ -222,6 +222,17 @@
 //! Health checking (`grpc.health.v1.Health`) and server reflection are
 //! separate crates, `pajamax-health` and `pajamax-reflection`.
 //!
+//! # TLS
+//!
+//! With the cargo feature `tls`, the server speaks TLS itself (rustls on
+//! the `ring` provider, ALPN `h2`): `Builder::tls` with a `TlsConfig` made
+//! from PEM, mutual TLS with client CAs (handlers see the client's
+//! certificates with `Context::peer_certificates`), and certificates
+//! replaced on the running server (`ServerHandle::reload_tls`). The
+//! batching stays: what one read brought in is decrypted and handled
+//! together, and its answers leave encrypted in one write. `docs/tls.md` in
+//! the repository has the details and what it costs.
+//!
 //! # Internals
 //!
 //! The `h2` module (the HTTP/2 codec and its HPACK) and the `grpc` module
@@ -245,6 +256,8 @@ pub mod grpc;
 pub mod h2;
 mod runtime;
 pub mod server;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use grpc::context::{Context, ResponseMetadata};
 pub use grpc::intercept::{CallInfo, CallObserver, FinishedCall, Intercepted, Interceptor};
@@ -259,7 +272,13 @@ pub use grpc::streaming::{
 /// The HTTP/2 settings and limits a server enforces, for
 /// [`Builder::h2_config`].
 pub use h2::Config as H2Config;
+/// A DER-encoded X.509 certificate, as
+/// [`Context::peer_certificates`] hands them out (rustls's type).
+#[cfg(feature = "tls")]
+pub use rustls::pki_types::CertificateDer;
 pub use server::{Builder, Server, ServerHandle, Stats, WorkerStats};
+#[cfg(feature = "tls")]
+pub use tls::{TlsConfig, TlsReloader};
 
 /// Includes the Rust code that `pajamax-build` generated for a proto package.
 ///

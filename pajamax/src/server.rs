@@ -103,6 +103,8 @@ pub struct Builder {
     config: RuntimeConfig,
     router: Router,
     on_shutdown: Vec<Box<dyn FnOnce() + Send>>,
+    #[cfg(feature = "tls")]
+    tls: Option<crate::TlsConfig>,
 }
 
 impl Default for Builder {
@@ -119,9 +121,13 @@ impl Default for Builder {
                 max_pending_output: 4 << 20,
                 read_buffer_size: 64 << 10,
                 grpc: GrpcConfig::default(),
+                #[cfg(feature = "tls")]
+                tls: None,
             },
             router: Router::new(),
             on_shutdown: Vec::new(),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -154,7 +160,10 @@ impl Builder {
     }
 
     /// How long a new connection has to send its preface and SETTINGS
-    /// before it is closed; default: 10 s.
+    /// before it is closed; default: 10 s. Over TLS the TLS handshake
+    /// counts too: a client that has not finished it by then is dropped
+    /// (nothing can be sent to it before), one that has but sends no
+    /// preface gets a GOAWAY.
     pub fn handshake_timeout(mut self, timeout: Duration) -> Builder {
         self.config.handshake_timeout = timeout;
         self
@@ -247,6 +256,43 @@ impl Builder {
     /// default: 16 KiB.
     pub fn max_header_list_size(mut self, bytes: u32) -> Builder {
         self.config.grpc.h2.max_header_list_size = bytes;
+        self
+    }
+
+    /// Serves over TLS (cargo feature `tls`): every connection, on TCP or
+    /// on a Unix socket, begins with a TLS handshake with `config`'s
+    /// certificate, offering ALPN `h2` only (a client that does not ask
+    /// for `h2` fails the handshake). With client CAs set
+    /// ([`TlsConfig::client_ca_pem`](crate::TlsConfig::client_ca_pem)),
+    /// clients must present a certificate those CAs issued, which
+    /// handlers see as [`Context::peer_certificates`](
+    /// crate::Context::peer_certificates). The handshake must end within
+    /// [`handshake_timeout`](Builder::handshake_timeout). Replace the
+    /// certificate on the running server with
+    /// [`ServerHandle::reload_tls`]. A configuration that rustls refuses
+    /// fails [`bind`](Builder::bind) with `InvalidData`.
+    ///
+    /// ```no_run
+    /// # struct MyService;
+    /// # impl pajamax::Service for MyService {
+    /// #     fn name(&self) -> &'static str { "demo.Demo" }
+    /// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
+    /// # }
+    /// use pajamax::TlsConfig;
+    ///
+    /// fn main() -> std::io::Result<()> {
+    ///     let tls = TlsConfig::from_pem_files("server.pem", "server.key")?
+    ///         // Mutual TLS: only clients with a certificate from this CA.
+    ///         .client_ca_file("clients-ca.pem")?;
+    ///     pajamax::Server::builder()
+    ///         .tls(tls)
+    ///         .add_service(MyService)
+    ///         .serve_until_signal("0.0.0.0:50051")
+    /// }
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: crate::TlsConfig) -> Builder {
+        self.tls = Some(config);
         self
     }
 
@@ -485,7 +531,12 @@ impl Builder {
         local_addr: Option<SocketAddr>,
         unix_path: Option<PathBuf>,
     ) -> io::Result<ServerHandle> {
-        let config = self.config;
+        #[allow(unused_mut)]
+        let mut config = self.config;
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            config.tls = Some(crate::TlsReloader::new(tls)?);
+        }
         let router = Arc::new(self.router);
         let shared = Arc::new(Shared::new(config.workers));
         let cores = if config.pin_workers {
@@ -540,6 +591,8 @@ impl Builder {
         };
         log::info!("pajamax serving on {shown} with {} workers", config.workers);
         Ok(ServerHandle {
+            #[cfg(feature = "tls")]
+            tls: config.tls.clone(),
             on_shutdown: self.on_shutdown,
             local_addr,
             unix_path,
@@ -604,6 +657,8 @@ impl Builder {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct ServerHandle {
+    #[cfg(feature = "tls")]
+    tls: Option<crate::TlsReloader>,
     on_shutdown: Vec<Box<dyn FnOnce() + Send>>,
     local_addr: Option<SocketAddr>,
     unix_path: Option<PathBuf>,
@@ -633,6 +688,38 @@ impl ServerHandle {
     /// ([`Builder::bind_unix`]); `None` on TCP.
     pub fn unix_path(&self) -> Option<&Path> {
         self.unix_path.as_deref()
+    }
+
+    /// Replaces the server's TLS certificate (and client CAs) for the
+    /// connections accepted from now on; the connections already open keep
+    /// the ones they were made with. On an error (or on a server started
+    /// without [`Builder::tls`], `InvalidInput`) nothing changes. To
+    /// reload from another thread, take a [`tls_reloader`](
+    /// ServerHandle::tls_reloader).
+    ///
+    /// ```no_run
+    /// # fn renew(server: &pajamax::ServerHandle) -> std::io::Result<()> {
+    /// server.reload_tls(&pajamax::TlsConfig::from_pem_files("server.pem", "server.key")?)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn reload_tls(&self, config: &crate::TlsConfig) -> io::Result<()> {
+        match &self.tls {
+            Some(reloader) => reloader.reload(config),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the server was started without TLS",
+            )),
+        }
+    }
+
+    /// A handle that replaces the TLS certificate from any thread (see
+    /// [`TlsReloader`](crate::TlsReloader)); `None` on a server started
+    /// without [`Builder::tls`].
+    #[cfg(feature = "tls")]
+    pub fn tls_reloader(&self) -> Option<crate::TlsReloader> {
+        self.tls.clone()
     }
 
     /// The number of connections the server holds now.

@@ -22,7 +22,7 @@
 use crate::fast_hash::BuildStreamIdHasher;
 use crate::grpc::call::{Call, RemoteCall, SharedHead, State, Waiting};
 use crate::grpc::compression::{self, Encoding};
-use crate::grpc::context::{AnswerTo, Context, ResponseMetadata};
+use crate::grpc::context::{AnswerTo, Context, PeerIdentity, ResponseMetadata};
 use crate::grpc::executor;
 use crate::grpc::framing::{self, PREFIX_LEN};
 use crate::grpc::head;
@@ -120,6 +120,8 @@ pub struct GrpcConnection {
     /// Request bytes the calls hold now.
     buffered: usize,
     peer: Option<SocketAddr>,
+    /// Over TLS, the certificates the client presented.
+    peer_identity: PeerIdentity,
     /// Boxed, so that a call moves as a pointer on the way from its
     /// headers to its answer.
     calls: HashMap<u32, Box<Call>, BuildStreamIdHasher>,
@@ -189,6 +191,7 @@ impl GrpcConnection {
             incoming_limit: (config.h2.initial_stream_window as usize).max(1),
             buffered: 0,
             peer,
+            peer_identity: PeerIdentity::default(),
             calls: HashMap::default(),
             waiting: HashMap::default(),
             spare: Vec::new(),
@@ -212,6 +215,16 @@ impl GrpcConnection {
             new_deadlines: Vec::new(),
             due: Vec::new(),
         }
+    }
+
+    /// The certificate chain the TLS client presented, for the calls'
+    /// [`Context::peer_certificates`].
+    #[cfg(feature = "tls")]
+    pub(crate) fn set_peer_certificates(
+        &mut self,
+        certificates: Vec<rustls::pki_types::CertificateDer<'static>>,
+    ) {
+        self.peer_identity.certificates = Some(certificates.into_boxed_slice());
     }
 
     /// Lets handlers answer from other threads: the parts come back through
@@ -753,7 +766,8 @@ impl GrpcConnection {
             call.deadline,
             self.peer,
             &mut self.response_metadata,
-        );
+        )
+        .with_peer_identity(&self.peer_identity);
         if let Some((inbox, connection)) = &self.inbox {
             ctx = ctx.answer_to(AnswerTo {
                 inbox,
@@ -850,6 +864,7 @@ impl GrpcConnection {
             self.peer,
             &mut call.response,
         )
+        .with_peer_identity(&self.peer_identity)
         .with_request_compressed(call.compressed_request);
         if let Some((inbox, connection)) = &self.inbox {
             ctx = ctx.answer_to(AnswerTo {
@@ -925,7 +940,8 @@ impl GrpcConnection {
             call.deadline,
             self.peer,
             &mut call.response,
-        );
+        )
+        .with_peer_identity(&self.peer_identity);
         if let Some((inbox, connection)) = &self.inbox {
             ctx = ctx.answer_to(AnswerTo {
                 inbox,
@@ -1044,6 +1060,7 @@ impl GrpcConnection {
                         self.peer,
                         &mut call.response,
                     )
+                    .with_peer_identity(&self.peer_identity)
                     .with_request_compressed(compressed);
                     let message = &framed[PREFIX_LEN..];
                     let outcome = executor::on_message(handler.as_mut(), &mut ctx, message, out);
@@ -1124,7 +1141,8 @@ impl GrpcConnection {
                     call.deadline,
                     self.peer,
                     &mut call.response,
-                );
+                )
+                .with_peer_identity(&self.peer_identity);
                 let client_streaming = call
                     .route
                     .is_some_and(|r| r.kind == MethodKind::ClientStreaming);

@@ -1,5 +1,6 @@
 //! The per-call context a handler can reach: request metadata, deadline,
-//! peer address, and the metadata to send back.
+//! peer address (and, over TLS, the peer's certificates), and the metadata
+//! to send back.
 
 use crate::grpc::metadata::Metadata;
 use crate::grpc::remote::{Inbox, Responder, Shared, Target};
@@ -25,6 +26,17 @@ pub struct Context<'a> {
     request_compressed: bool,
     /// The handler's choice of compression for the answer.
     compress: Option<bool>,
+    /// The certificate chain the TLS client presented.
+    #[cfg(feature = "tls")]
+    peer_certificates: Option<&'a [rustls::pki_types::CertificateDer<'static>]>,
+}
+
+/// What the connection knows of its peer beyond its address: over TLS, the
+/// certificates it presented (nothing at all without the `tls` feature).
+#[derive(Debug, Default)]
+pub(crate) struct PeerIdentity {
+    #[cfg(feature = "tls")]
+    pub certificates: Option<Box<[rustls::pki_types::CertificateDer<'static>]>>,
 }
 
 /// Where the parts of a call served on another thread go back to.
@@ -85,7 +97,20 @@ impl<'a> Context<'a> {
             remote: None,
             request_compressed: false,
             compress: None,
+            #[cfg(feature = "tls")]
+            peer_certificates: None,
         }
+    }
+
+    /// Shows the connection's peer identity to the call.
+    #[inline]
+    #[cfg_attr(not(feature = "tls"), allow(unused_mut, unused_variables))]
+    pub(crate) fn with_peer_identity(mut self, identity: &'a PeerIdentity) -> Self {
+        #[cfg(feature = "tls")]
+        {
+            self.peer_certificates = identity.certificates.as_deref();
+        }
+        self
     }
 
     /// Marks the request as compressed (for [`Context::request_compressed`]).
@@ -187,6 +212,35 @@ impl<'a> Context<'a> {
     /// The client's address.
     pub fn peer_addr(&self) -> Option<SocketAddr> {
         self.peer
+    }
+
+    /// The certificate chain the client presented in the TLS handshake and
+    /// the server verified against its client CAs (mutual TLS, see
+    /// [`TlsConfig::client_ca_pem`](crate::TlsConfig::client_ca_pem)): the
+    /// client's own certificate first, DER-encoded. `None` without TLS,
+    /// without client CAs, or for a client that presented no certificate
+    /// where that is allowed
+    /// ([`TlsConfig::client_auth_optional`](crate::TlsConfig::client_auth_optional)).
+    ///
+    /// The chain is the one the verification accepted, so a handler can
+    /// trust what it reads in it; to read the subject or the subject
+    /// alternative names, parse the first certificate with an X.509
+    /// crate such as `x509-parser`:
+    ///
+    /// ```
+    /// use pajamax::{Context, Status};
+    ///
+    /// fn client_id(ctx: &Context<'_>) -> Result<Vec<u8>, Status> {
+    ///     match ctx.peer_certificates() {
+    ///         // The client's own certificate, DER (`x509_parser::parse_x509_certificate(..)`).
+    ///         Some([client, ..]) => Ok(client.to_vec()),
+    ///         _ => Err(Status::unauthenticated("a client certificate is required")),
+    ///     }
+    /// }
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn peer_certificates(&self) -> Option<&[crate::CertificateDer<'static>]> {
+        self.peer_certificates
     }
 
     /// Metadata sent with the response headers.

@@ -1,6 +1,8 @@
 //! Worker threads and the acceptor: the only part of pajamax that does I/O.
 
 pub(crate) mod acceptor;
+#[cfg(feature = "tls")]
+pub(crate) mod tls;
 pub(crate) mod worker;
 
 use crate::grpc::connection::GrpcConfig;
@@ -24,6 +26,9 @@ pub(crate) struct RuntimeConfig {
     pub max_pending_output: usize,
     pub read_buffer_size: usize,
     pub grpc: GrpcConfig,
+    /// Where TLS connections get their configuration; `None`: plain.
+    #[cfg(feature = "tls")]
+    pub tls: Option<crate::tls::TlsReloader>,
 }
 
 /// State shared by the acceptor, the workers and the server handle.
@@ -211,6 +216,16 @@ impl Write for Socket {
             Socket::Tcp(socket) => socket.write(buf),
             #[cfg(unix)]
             Socket::Unix(socket) => socket.write(buf),
+        }
+    }
+
+    /// One `writev` for the records TLS queues.
+    #[cfg(feature = "tls")]
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(socket) => socket.write_vectored(bufs),
+            #[cfg(unix)]
+            Socket::Unix(socket) => socket.write_vectored(bufs),
         }
     }
 

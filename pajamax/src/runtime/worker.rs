@@ -5,6 +5,8 @@ use crate::grpc::connection::GrpcConnection;
 use crate::grpc::remote::{Delivery, Inbox};
 use crate::grpc::router::Router;
 use crate::h2::frame::Reason;
+#[cfg(feature = "tls")]
+use crate::runtime::tls::TlsSession;
 use crate::runtime::{RuntimeConfig, Shared, Socket};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::cmp::Reverse;
@@ -43,6 +45,9 @@ pub(crate) struct WorkerHandle {
 
 struct Conn {
     socket: Socket,
+    /// The TLS layer between the socket and the codec, on a TLS server.
+    #[cfg(feature = "tls")]
+    tls: Option<Box<TlsSession>>,
     grpc: GrpcConnection,
     /// Input not processed yet: the start of a frame whose rest has not
     /// come, or what waits while reading is paused. Reads go to the
@@ -89,6 +94,10 @@ pub(crate) struct Worker {
     /// Where every connection's reads go: a connection holds on to input
     /// only while it is an incomplete frame or reading is paused.
     read_buf: Vec<u8>,
+    /// Where TLS connections' reads go before they are decrypted into
+    /// `read_buf`; sized at the first TLS read.
+    #[cfg(feature = "tls")]
+    cipher_buf: Vec<u8>,
     /// When connections need their timeouts handled: (time, slot,
     /// generation). Stale entries are skipped when they come up.
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
@@ -134,6 +143,8 @@ impl Worker {
             deliveries: Vec::new(),
             again: Vec::new(),
             read_buf,
+            #[cfg(feature = "tls")]
+            cipher_buf: Vec::new(),
             timers: BinaryHeap::new(),
             counted: Counted::default(),
             published: Counted::default(),
@@ -250,6 +261,11 @@ impl Worker {
     fn add_connection(&mut self, new: NewConnection, now: Instant) -> io::Result<()> {
         let mut socket = new.socket;
         socket.prepare()?;
+        #[cfg(feature = "tls")]
+        let tls = match &self.config.tls {
+            Some(reloader) => Some(Box::new(TlsSession::new(reloader.current())?)),
+            None => None,
+        };
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.generations.push(0);
@@ -274,6 +290,8 @@ impl Worker {
         }
         self.conns[slot] = Some(Conn {
             socket,
+            #[cfg(feature = "tls")]
+            tls,
             grpc,
             input: Vec::new(),
             last_active: now,
@@ -300,6 +318,8 @@ impl Worker {
             &mut self.again,
             slot,
             &mut self.read_buf,
+            #[cfg(feature = "tls")]
+            &mut self.cipher_buf,
         );
         self.counted.answered += conn.grpc.take_answered();
         self.counted.reads += std::mem::take(&mut conn.reads);
@@ -365,6 +385,15 @@ impl Worker {
             };
             if let Some(since) = conn.lingering_since {
                 if now.duration_since(since) > LINGER || force {
+                    self.remove(slot);
+                }
+                continue;
+            }
+            #[cfg(feature = "tls")]
+            if conn.tls.as_ref().is_some_and(|tls| tls.is_handshaking()) {
+                // Nothing can be sent before the handshake ends: a client
+                // that stalls in it is dropped.
+                if force || now.duration_since(conn.opened) > self.config.handshake_timeout {
                     self.remove(slot);
                 }
                 continue;
@@ -450,6 +479,7 @@ fn serve(
     again: &mut Vec<usize>,
     slot: usize,
     buf: &mut Vec<u8>,
+    #[cfg(feature = "tls")] cipher: &mut Vec<u8>,
 ) -> Outcome {
     if flush(conn).is_err() || produce(conn, now, again, slot).is_err() {
         return Outcome::Closed;
@@ -482,14 +512,35 @@ fn serve(
             conn.input.clear();
         }
         let room = buf.len() - kept;
-        let n = match conn.socket.read(&mut buf[kept..]) {
-            Ok(0) => return Outcome::Closed,
-            Ok(n) => n,
+        #[cfg(feature = "tls")]
+        let read = match conn.tls.as_deref_mut() {
+            None => conn.socket.read(&mut buf[kept..]).map(|n| (n, n < room)),
+            Some(tls) => tls.read(
+                &mut conn.socket,
+                &mut conn.grpc,
+                cipher,
+                buf,
+                kept,
+                &mut conn.writes,
+            ),
+        };
+        #[cfg(not(feature = "tls"))]
+        let read = conn.socket.read(&mut buf[kept..]).map(|n| (n, n < room));
+        let (n, drained) = match read {
+            Ok((0, _)) => return Outcome::Closed,
+            Ok(read) => read,
             Err(err) => {
                 keep_input(conn, &buf[..kept]);
                 match err.kind() {
                     io::ErrorKind::WouldBlock => break,
                     io::ErrorKind::Interrupted => continue,
+                    // A TLS error: the alert is sent, the writing half
+                    // shut down.
+                    #[cfg(feature = "tls")]
+                    io::ErrorKind::ConnectionAborted if conn.tls.is_some() => {
+                        conn.lingering_since = Some(now);
+                        return linger(conn);
+                    }
                     _ => return Outcome::Closed,
                 }
             }
@@ -501,7 +552,7 @@ fn serve(
             Ok(used) => keep_input(conn, &buf[used..filled]),
             Err(_) => return Outcome::Closed,
         }
-        if n < room {
+        if drained {
             // A short read emptied the socket. With edge-triggered
             // readiness, bytes that arrive from now on raise a new event,
             // so the read that would only say WouldBlock is saved.
@@ -515,7 +566,16 @@ fn serve(
     if produce(conn, now, again, slot).is_err() {
         return Outcome::Closed;
     }
-    if conn.grpc.is_closed() && conn.grpc.output().is_empty() && conn.lingering_since.is_none() {
+    if conn.grpc.is_closed() && !output_waits(conn) && conn.lingering_since.is_none() {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = conn.tls.as_deref_mut() {
+            match tls.close(&mut conn.socket, &mut conn.writes) {
+                Ok(true) => {}
+                // close_notify goes when the socket takes it.
+                Ok(false) => return Outcome::Open,
+                Err(_) => return Outcome::Closed,
+            }
+        }
         let _ = conn.socket.shutdown(Shutdown::Write);
         conn.lingering_since = Some(now);
         return linger(conn);
@@ -581,13 +641,13 @@ fn produce_more(
     slot: usize,
 ) -> io::Result<()> {
     for _ in 0..READS_PER_TURN {
-        if !conn.grpc.wants_to_produce() || !conn.grpc.output().is_empty() {
+        if !conn.grpc.wants_to_produce() || output_waits(conn) {
             return Ok(());
         }
         conn.grpc.produce(now);
         flush(conn)?;
     }
-    if conn.grpc.wants_to_produce() && conn.grpc.output().is_empty() {
+    if conn.grpc.wants_to_produce() && !output_waits(conn) {
         again.push(slot);
     }
     Ok(())
@@ -621,8 +681,23 @@ fn read_buffer(config: &RuntimeConfig) -> usize {
     frame.max(config.read_buffer_size)
 }
 
+/// Whether answer bytes wait for the socket: the codec's output, or
+/// records TLS holds.
+#[inline]
+fn output_waits(conn: &Conn) -> bool {
+    #[cfg(feature = "tls")]
+    if conn.tls.as_ref().is_some_and(|tls| tls.wants_write()) {
+        return true;
+    }
+    !conn.grpc.output().is_empty()
+}
+
 /// Writes as much of the output as the socket takes.
 fn flush(conn: &mut Conn) -> io::Result<()> {
+    #[cfg(feature = "tls")]
+    if let Some(tls) = conn.tls.as_deref_mut() {
+        return tls.flush(&mut conn.socket, &mut conn.grpc, &mut conn.writes);
+    }
     while !conn.grpc.output().is_empty() {
         match conn.socket.write(conn.grpc.output()) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),

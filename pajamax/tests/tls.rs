@@ -1,0 +1,581 @@
+//! Serving over TLS: tonic clients with rustls, certificates made by rcgen
+//! in the test. Answers of every size, mutual TLS and the identity the
+//! handler sees, ALPN, clients that stall or send garbage in the handshake,
+//! and a certificate replaced on a running server.
+#![cfg(feature = "tls")]
+
+mod common;
+
+use common::streams::{self, Ask, Streams};
+use common::{call, Probe, ProbeReply};
+use pajamax::{Context, Method, Reply, Service, Status, TlsConfig};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::pki_types::{CertificateDer, ServerName};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+/// A CA and what it issued.
+struct Pki {
+    ca: CertifiedIssuer<'static, KeyPair>,
+}
+
+/// A certificate and its key, PEM.
+struct Leaf {
+    cert: String,
+    key: String,
+    der: CertificateDer<'static>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        Pki { ca }
+    }
+
+    fn ca_pem(&self) -> String {
+        self.ca.pem()
+    }
+
+    fn issuer(&self) -> &Issuer<'static, KeyPair> {
+        &self.ca
+    }
+
+    /// A server certificate for `localhost` and 127.0.0.1.
+    fn server(&self, name: &str) -> Leaf {
+        self.leaf(name, vec!["localhost".into(), "127.0.0.1".into()])
+    }
+
+    /// A client certificate named `name`.
+    fn client(&self, name: &str) -> Leaf {
+        self.leaf(name, vec![format!("{name}.clients.test")])
+    }
+
+    fn leaf(&self, name: &str, names: Vec<String>) -> Leaf {
+        let mut params = CertificateParams::new(names).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, self.issuer()).unwrap();
+        Leaf {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+            der: cert.der().clone(),
+        }
+    }
+}
+
+fn tls_config(leaf: &Leaf) -> TlsConfig {
+    TlsConfig::from_pem(leaf.cert.as_bytes(), leaf.key.as_bytes()).expect("server TLS config")
+}
+
+/// `test.Tls/Who`: answers with the client certificate the call saw.
+struct Who;
+
+impl Service for Who {
+    fn name(&self) -> &'static str {
+        "test.Tls"
+    }
+
+    fn methods(&self) -> &'static [Method] {
+        const METHODS: &[Method] = &[Method::unary("Who")];
+        METHODS
+    }
+
+    fn unary(
+        &self,
+        _method: usize,
+        ctx: &mut Context<'_>,
+        _request: &[u8],
+        reply: &mut Reply<'_>,
+    ) -> Result<(), Status> {
+        let chain = ctx.peer_certificates().unwrap_or_default();
+        reply.encode(&ProbeReply {
+            text: format!("{} certificates", chain.len()),
+            blob: chain.first().map(|c| c.to_vec()).unwrap_or_default(),
+            ..Default::default()
+        });
+        Ok(())
+    }
+}
+
+fn start(tls: TlsConfig, builder: pajamax::Builder) -> pajamax::ServerHandle {
+    builder
+        .workers(2)
+        .pin_workers(false)
+        .tls(tls)
+        .add_service(Probe)
+        .add_service(Who)
+        .add_service(Streams {
+            seen: Default::default(),
+        })
+        .bind("127.0.0.1:0")
+        .expect("bind")
+}
+
+fn client_tls(ca: &str, identity: Option<&Leaf>) -> ClientTlsConfig {
+    let config = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca))
+        .domain_name("localhost");
+    match identity {
+        Some(leaf) => config.identity(Identity::from_pem(&leaf.cert, &leaf.key)),
+        None => config,
+    }
+}
+
+async fn connect_tls(
+    addr: SocketAddr,
+    tls: ClientTlsConfig,
+) -> Result<Channel, tonic::transport::Error> {
+    Endpoint::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls)?
+        .connect()
+        .await
+}
+
+async fn who(channel: Channel) -> Result<ProbeReply, tonic::Status> {
+    common::call_path(channel, "/test.Tls/Who", common::text(""))
+        .await
+        .map(|reply| reply.into_inner())
+}
+
+/// A raw rustls client (no tonic) trusting `ca`, offering `alpn`.
+fn raw_client(ca: &str, alpn: &[&[u8]]) -> rustls::ClientConnection {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("localhost").unwrap())
+        .unwrap()
+}
+
+/// Drives a raw client's handshake to its end over a new connection.
+fn raw_handshake(
+    addr: SocketAddr,
+    client: &mut rustls::ClientConnection,
+) -> std::io::Result<TcpStream> {
+    let mut socket = TcpStream::connect(addr)?;
+    socket.set_read_timeout(Some(Duration::from_secs(10)))?;
+    while client.is_handshaking() {
+        client.complete_io(&mut socket)?;
+    }
+    Ok(socket)
+}
+
+/// The alert a failed raw handshake received, if any.
+fn alert_received(err: &std::io::Error) -> Option<rustls::AlertDescription> {
+    match err.get_ref()?.downcast_ref::<rustls::Error>()? {
+        rustls::Error::AlertReceived(alert) => Some(*alert),
+        _ => None,
+    }
+}
+
+/// Reads until the server closes. Fails the test if it does not close
+/// within `bound`.
+fn wait_closed(socket: &mut TcpStream, bound: Duration) {
+    let started = Instant::now();
+    socket.set_read_timeout(Some(bound)).unwrap();
+    let mut sink = [0u8; 4096];
+    loop {
+        match socket.read(&mut sink) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                panic!(
+                    "the server kept the connection open for {:?}",
+                    started.elapsed()
+                )
+            }
+            // A reset is a close too.
+            Err(_) => return,
+        }
+        assert!(
+            started.elapsed() < bound,
+            "the server kept the connection open"
+        );
+    }
+}
+
+#[tokio::test]
+async fn calls_of_every_size_and_kind_over_tls() {
+    let pki = Pki::new("test CA");
+    let server = start(
+        tls_config(&pki.server("server")),
+        pajamax::Server::builder(),
+    );
+    let channel = connect_tls(server.local_addr(), client_tls(&pki.ca_pem(), None))
+        .await
+        .expect("TLS connect");
+
+    common::echo_works(channel.clone(), "over TLS").await;
+    // Answers larger than what TLS encrypts at a time.
+    let mut request = common::text("big");
+    request.get_mut().reply_size = 3 << 20;
+    request.get_mut().blob = vec![1; 2 << 20];
+    let reply = call(channel.clone(), "Echo", request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reply.blob.len(), 3 << 20);
+    assert_eq!(reply.received, 2 << 20);
+
+    // Many calls at once on the one connection: batches each way.
+    let calls = (0..200).map(|i| {
+        let channel = channel.clone();
+        tokio::spawn(async move {
+            let reply = call(channel, "Echo", common::text(&format!("call {i}")))
+                .await
+                .unwrap();
+            assert_eq!(reply.get_ref().text, format!("call {i}"));
+        })
+    });
+    for handle in calls.collect::<Vec<_>>() {
+        handle.await.unwrap();
+    }
+
+    // A server stream of 4 MiB, pulled as the client reads.
+    let ask = Ask {
+        count: 256,
+        size: 16 << 10,
+        ..Default::default()
+    };
+    let stream = streams::server_stream(channel.clone(), "Count", tonic::Request::new(ask))
+        .await
+        .unwrap();
+    let (items, status, _) = streams::collect(stream.into_inner()).await;
+    assert_eq!(items.len(), 256);
+    assert!(items.iter().all(|item| item.blob.len() == 16 << 10));
+    assert!(status.is_ok(), "{status:?}");
+
+    // No client certificate asked for: the handler sees none.
+    assert_eq!(who(channel.clone()).await.unwrap().text, "0 certificates");
+    // A plain HTTP/2 client gets nowhere.
+    let plain = Endpoint::from_shared(format!("http://{}", server.local_addr()))
+        .unwrap()
+        .connect()
+        .await;
+    if let Ok(plain) = plain {
+        assert!(call(plain, "Echo", common::text("plain")).await.is_err());
+    }
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn mutual_tls_requires_a_client_certificate_and_shows_it_to_handlers() {
+    let servers = Pki::new("server CA");
+    let clients = Pki::new("client CA");
+    let config = tls_config(&servers.server("server"))
+        .client_ca_pem(clients.ca_pem().as_bytes())
+        .unwrap();
+    let server = start(config, pajamax::Server::builder());
+    let addr = server.local_addr();
+
+    let alice = clients.client("alice");
+    let channel = connect_tls(addr, client_tls(&servers.ca_pem(), Some(&alice)))
+        .await
+        .expect("mutual TLS connect");
+    let seen = who(channel.clone()).await.unwrap();
+    assert_eq!(seen.text, "1 certificates");
+    assert_eq!(
+        seen.blob,
+        alice.der.to_vec(),
+        "the handler sees alice's certificate"
+    );
+    common::echo_works(channel, "with a certificate").await;
+
+    // No certificate: refused (in the handshake, or at the first call with
+    // TLS 1.3, where the client learns of it after its Finished).
+    let refused = match connect_tls(addr, client_tls(&servers.ca_pem(), None)).await {
+        Err(_) => true,
+        Ok(channel) => call(channel, "Echo", common::text("anonymous"))
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a client without a certificate was served");
+
+    // A certificate from another CA: refused too.
+    let mallory = Pki::new("other CA").client("mallory");
+    let refused = match connect_tls(addr, client_tls(&servers.ca_pem(), Some(&mallory))).await {
+        Err(_) => true,
+        Ok(channel) => call(channel, "Echo", common::text("mallory"))
+            .await
+            .is_err(),
+    };
+    assert!(
+        refused,
+        "a client with a certificate of another CA was served"
+    );
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn optional_client_authentication_serves_both() {
+    let servers = Pki::new("server CA");
+    let clients = Pki::new("client CA");
+    let config = tls_config(&servers.server("server"))
+        .client_ca_pem(clients.ca_pem().as_bytes())
+        .unwrap()
+        .client_auth_optional(true);
+    let server = start(config, pajamax::Server::builder());
+    let addr = server.local_addr();
+    let anonymous = connect_tls(addr, client_tls(&servers.ca_pem(), None))
+        .await
+        .unwrap();
+    assert_eq!(who(anonymous).await.unwrap().text, "0 certificates");
+    let bob = clients.client("bob");
+    let known = connect_tls(addr, client_tls(&servers.ca_pem(), Some(&bob)))
+        .await
+        .unwrap();
+    assert_eq!(who(known).await.unwrap().blob, bob.der.to_vec());
+    common::stop(server).await;
+}
+
+#[test]
+fn a_client_that_does_not_ask_for_h2_is_refused_in_the_handshake() {
+    let pki = Pki::new("test CA");
+    let server = start(
+        tls_config(&pki.server("server")),
+        pajamax::Server::builder(),
+    );
+    let addr = server.local_addr();
+
+    // ALPN without h2: rustls's own answer.
+    let mut client = raw_client(&pki.ca_pem(), &[b"http/1.1"]);
+    let err = raw_handshake(addr, &mut client).expect_err("an http/1.1 client was accepted");
+    assert_eq!(
+        alert_received(&err),
+        Some(rustls::AlertDescription::NoApplicationProtocol),
+        "{err}"
+    );
+
+    // No ALPN at all: refused before any certificate is sent.
+    let mut client = raw_client(&pki.ca_pem(), &[]);
+    let err = raw_handshake(addr, &mut client).expect_err("a client without ALPN was accepted");
+    assert_eq!(
+        alert_received(&err),
+        Some(rustls::AlertDescription::AccessDenied),
+        "{err}"
+    );
+
+    // With h2 the same client gets through, and the server's SETTINGS.
+    let mut client = raw_client(&pki.ca_pem(), &[b"h2"]);
+    let mut socket = raw_handshake(addr, &mut client).expect("h2 handshake");
+    assert_eq!(client.alpn_protocol(), Some(&b"h2"[..]));
+    let mut head = [0u8; 9];
+    {
+        let mut tls = rustls::Stream::new(&mut client, &mut socket);
+        tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+            .unwrap();
+        tls.read_exact(&mut head).unwrap();
+    }
+    assert_eq!(head[3], 0x4, "the server's first frame is SETTINGS");
+    // Closed, so that the shutdown does not wait for it.
+    drop(socket);
+    server.shutdown();
+}
+
+#[test]
+fn a_client_that_stalls_in_the_handshake_is_dropped() {
+    let pki = Pki::new("test CA");
+    let server = start(
+        tls_config(&pki.server("server")),
+        pajamax::Server::builder().handshake_timeout(Duration::from_millis(300)),
+    );
+    let addr = server.local_addr();
+
+    // Connects and says nothing.
+    let mut silent = TcpStream::connect(addr).unwrap();
+    // Sends half a ClientHello.
+    let mut hello = Vec::new();
+    raw_client(&pki.ca_pem(), &[b"h2"])
+        .write_tls(&mut hello)
+        .unwrap();
+    let mut half = TcpStream::connect(addr).unwrap();
+    half.write_all(&hello[..hello.len() / 2]).unwrap();
+
+    let bound = Duration::from_secs(20);
+    wait_closed(&mut silent, bound);
+    wait_closed(&mut half, bound);
+    // The server still serves.
+    let mut client = raw_client(&pki.ca_pem(), &[b"h2"]);
+    raw_handshake(addr, &mut client).expect("a prompt client still gets through");
+    server.shutdown();
+}
+
+#[tokio::test]
+async fn garbage_instead_of_a_client_hello_closes_that_connection_only() {
+    let pki = Pki::new("test CA");
+    let server = start(
+        tls_config(&pki.server("server")),
+        pajamax::Server::builder(),
+    );
+    let addr = server.local_addr();
+    let channel = connect_tls(addr, client_tls(&pki.ca_pem(), None))
+        .await
+        .unwrap();
+    common::echo_works(channel.clone(), "before").await;
+
+    let garbage: [&[u8]; 3] = [
+        // Plain HTTP/2, no TLS.
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        // A handshake record that claims to be huge.
+        &[0x16, 0x03, 0x01, 0xff, 0xff, 1, 0, 0, 0],
+        // An alert record before anything.
+        &[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28],
+    ];
+    for bytes in garbage {
+        let mut socket = TcpStream::connect(addr).unwrap();
+        socket.write_all(bytes).unwrap();
+        let bound = Duration::from_secs(20);
+        wait_closed(&mut socket, bound);
+    }
+    // The established client goes on, and new ones are served.
+    common::echo_works(channel, "after").await;
+    let fresh = connect_tls(addr, client_tls(&pki.ca_pem(), None))
+        .await
+        .unwrap();
+    common::echo_works(fresh, "fresh").await;
+    common::stop(server).await;
+}
+
+#[tokio::test]
+async fn a_certificate_replaced_on_a_running_server_serves_new_connections() {
+    let first = Pki::new("first CA");
+    let second = Pki::new("second CA");
+    let server = start(
+        tls_config(&first.server("first")),
+        pajamax::Server::builder(),
+    );
+    let addr = server.local_addr();
+    let old = connect_tls(addr, client_tls(&first.ca_pem(), None))
+        .await
+        .unwrap();
+    common::echo_works(old.clone(), "first").await;
+
+    let replacement = second.server("second");
+    let replacement_der = replacement.der.clone();
+    let reloader = server.tls_reloader().expect("a TLS server has a reloader");
+    tokio::task::spawn_blocking(move || reloader.reload(&tls_config(&replacement)))
+        .await
+        .unwrap()
+        .expect("reload");
+
+    // A new connection sees the new certificate...
+    let mut client = raw_client(&format!("{}{}", first.ca_pem(), second.ca_pem()), &[b"h2"]);
+    raw_handshake(addr, &mut client).expect("handshake after the reload");
+    let seen = client.peer_certificates().unwrap()[0].clone();
+    assert_eq!(seen, replacement_der);
+    let new = connect_tls(addr, client_tls(&second.ca_pem(), None))
+        .await
+        .expect("new certificate");
+    common::echo_works(new, "second").await;
+    // ...one trusting only the old CA no longer connects...
+    let refused = match connect_tls(addr, client_tls(&first.ca_pem(), None)).await {
+        Err(_) => true,
+        Ok(channel) => call(channel, "Echo", common::text("old CA")).await.is_err(),
+    };
+    assert!(
+        refused,
+        "the old certificate is still served to new connections"
+    );
+    // ...and the connection made before goes on.
+    common::echo_works(old, "still first").await;
+
+    // A bad configuration changes nothing.
+    let stray = Pki::new("stray").server("stray");
+    let mismatched = TlsConfig::from_pem(first.server("x").cert.as_bytes(), stray.key.as_bytes());
+    assert!(
+        mismatched.is_err(),
+        "a key that does not match its certificate is refused"
+    );
+    common::stop(server).await;
+}
+
+#[test]
+fn the_certificate_seen_by_a_new_connection_is_the_reloaded_one() {
+    let pki = Pki::new("test CA");
+    let (a, b) = (pki.server("a"), pki.server("b"));
+    let server = start(tls_config(&a), pajamax::Server::builder());
+    let addr = server.local_addr();
+    let mut client = raw_client(&pki.ca_pem(), &[b"h2"]);
+    raw_handshake(addr, &mut client).unwrap();
+    assert_eq!(client.peer_certificates().unwrap()[0], a.der);
+    server.reload_tls(&tls_config(&b)).unwrap();
+    let mut client = raw_client(&pki.ca_pem(), &[b"h2"]);
+    raw_handshake(addr, &mut client).unwrap();
+    assert_eq!(client.peer_certificates().unwrap()[0], b.der);
+    server.shutdown();
+}
+
+#[test]
+fn configurations_are_checked_when_made() {
+    let pki = Pki::new("test CA");
+    let leaf = pki.server("server");
+    let no_cert = TlsConfig::from_pem(b"", leaf.key.as_bytes()).unwrap_err();
+    assert!(no_cert.to_string().contains("no CERTIFICATE"), "{no_cert}");
+    let no_key = TlsConfig::from_pem(leaf.cert.as_bytes(), b"").unwrap_err();
+    assert!(no_key.to_string().contains("private key"), "{no_key}");
+    let missing =
+        TlsConfig::from_pem_files("/nonexistent/cert.pem", "/nonexistent/key.pem").unwrap_err();
+    assert!(
+        missing.to_string().contains("/nonexistent/cert.pem"),
+        "{missing}"
+    );
+    let no_ca = tls_config(&leaf).client_ca_pem(b"nothing").unwrap_err();
+    assert!(no_ca.to_string().contains("client CA"), "{no_ca}");
+    // A plain server has nothing to reload.
+    let plain = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(Probe)
+        .bind("127.0.0.1:0")
+        .unwrap();
+    assert!(plain.tls_reloader().is_none());
+    assert_eq!(
+        plain.reload_tls(&tls_config(&leaf)).unwrap_err().kind(),
+        std::io::ErrorKind::InvalidInput
+    );
+    plain.shutdown();
+}
+
+#[tokio::test]
+async fn graceful_shutdown_over_tls_answers_the_call_in_flight() {
+    let pki = Pki::new("test CA");
+    let server = start(
+        tls_config(&pki.server("server")),
+        pajamax::Server::builder(),
+    );
+    let channel = connect_tls(server.local_addr(), client_tls(&pki.ca_pem(), None))
+        .await
+        .unwrap();
+    common::echo_works(channel.clone(), "warm").await;
+    let mut request = common::text("slow");
+    request.get_mut().sleep_ms = 300;
+    let slow = tokio::spawn(call(channel, "Sleep", request));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    common::stop(server).await;
+    let reply = slow.await.unwrap().expect("the call in flight is answered");
+    assert_eq!(reply.get_ref().text, "slow");
+}

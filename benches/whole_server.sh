@@ -5,13 +5,19 @@
 # one connection with M streams in flight (M=1 and M=100).
 #
 # Usage: benches/whole_server.sh [--only pajamax|original|tonic] [--tonic]
-#                                [--rss] [--no-build] [N [WARMUP]]
+#                                [--tls] [--rss] [--no-build] [N [WARMUP]]
 #        (defaults: N=20000, WARMUP=2000)
 #
 #   --only KIND  run one server: pajamax (this repository), original or
 #                tonic (grpc_bench_integration/rust_tonic_bench).
 #   --tonic      run tonic's grpc_bench server too, in a third column (about
 #                8 times the instructions: the run takes a few minutes more).
+#   --tls        over TLS: a CA and a server certificate (ECDSA P-256,
+#                localhost and 127.0.0.1) made with the openssl CLI for the
+#                run, given to the servers in GRPC_TLS_CERT and GRPC_TLS_KEY;
+#                h2load and nghttp connect over https (TLS 1.3, ALPN h2).
+#                pajamax is built with its bench's `tls` feature, into
+#                target/tls. The original Pajamax has no TLS: it is skipped.
 #   --rss        also the peak resident memory (VmHWM) of each server, run
 #                natively, at h2load -c 100 -m 100 and -c 100 -m 1000.
 #   --no-build   use the servers already built.
@@ -51,6 +57,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BENCH_DIR="$ROOT/grpc_bench_integration"
 
 KINDS=(pajamax original)
+TLS=false
 RSS=false
 BUILD=true
 POSITIONAL=()
@@ -72,6 +79,7 @@ while (($#)); do
 		}
 		;;
 	--tonic) KINDS+=(tonic) ;;
+	--tls) TLS=true ;;
 	--rss) RSS=true ;;
 	--no-build) BUILD=false ;;
 	-h | --help)
@@ -92,9 +100,27 @@ WARMUP=${POSITIONAL[1]:-2000}
 	echo "N and WARMUP are request counts" >&2
 	exit 2
 }
+if $TLS; then
+	if [[ ${KINDS[*]} == original ]]; then
+		echo "the original Pajamax cannot serve TLS: --tls runs pajamax and tonic" >&2
+		exit 2
+	fi
+	for i in "${!KINDS[@]}"; do
+		if [[ ${KINDS[i]} == original ]]; then
+			echo "--tls: the original Pajamax has no TLS, skipped"
+			unset 'KINDS[i]'
+		fi
+	done
+	KINDS=("${KINDS[@]}")
+	SCHEME=https
+else
+	# A plain run stays plain whatever the environment holds.
+	unset GRPC_TLS_CERT GRPC_TLS_KEY
+	SCHEME=http
+fi
 STREAMS=(1 100)
 PORT=50051
-URL="http://127.0.0.1:$PORT/helloworld.Greeter/SayHello"
+URL="$SCHEME://127.0.0.1:$PORT/helloworld.Greeter/SayHello"
 SERVER_CPU=0
 CLIENT_CPU=1
 # Debian bookworm's protoc, as grpc_bench_integration/bench.sh pins it.
@@ -107,6 +133,16 @@ bench_of() { # KIND -> bench folder
 	original) echo rust_pajamax_upstream_bench ;;
 	tonic) echo rust_tonic_bench ;;
 	esac
+}
+
+# The server's build: pajamax's `tls` feature is one of its bench, off by
+# default, so its TLS build has a target directory of its own and the plain
+# one stays as grpc_bench builds it.
+target_of() { # KIND -> target directory, relative to the bench folder
+	if $TLS && [[ $1 == pajamax ]]; then echo target/tls; else echo target; fi
+}
+features_of() { # KIND -> cargo build options
+	if $TLS && [[ $1 == pajamax ]]; then echo "--features tls"; fi
 }
 
 # ----- tools -----
@@ -133,6 +169,14 @@ for tool in valgrind callgrind_control h2load nghttp; do
 		exit 0
 	}
 done
+if $TLS && ! command -v openssl >/dev/null; then
+	echo "==> installing openssl"
+	apt_install openssl
+fi
+if $TLS && ! command -v openssl >/dev/null; then
+	echo "openssl not found and not installable: no figures over TLS (apt-get install openssl)"
+	exit 0
+fi
 if ! command -v strace >/dev/null; then
 	echo "==> installing strace"
 	apt_install strace
@@ -161,12 +205,14 @@ fi
 
 for kind in "${KINDS[@]}"; do
 	bench=$(bench_of "$kind")
+	target=$(target_of "$kind")
+	read -ra features <<<"$(features_of "$kind")"
 	if $BUILD; then
-		echo "==> building $bench (release)"
-		(cd "$BENCH_DIR/$bench" && env -u CARGO_TARGET_DIR cargo build --release --quiet --target-dir target)
+		echo "==> building $bench (release${features[*]:+, ${features[*]}})"
+		(cd "$BENCH_DIR/$bench" && env -u CARGO_TARGET_DIR cargo build --release --quiet --target-dir "$target" "${features[@]}")
 	fi
-	[[ -x "$BENCH_DIR/$bench/target/release/helloworld-server" ]] || {
-		echo "$bench is not built" >&2
+	[[ -x "$BENCH_DIR/$bench/$target/release/helloworld-server" ]] || {
+		echo "$bench is not built${features[*]:+ with ${features[*]}} (into $target)" >&2
 		exit 1
 	}
 done
@@ -193,6 +239,31 @@ python3 "$BENCH_DIR/tools/encode_payload.py" "$SCENARIO_DIR/helloworld.proto" \
 	helloworld.HelloRequest "$SCENARIO_DIR/payload" "$BODY"
 BODY_LEN=$(stat -c %s "$BODY")
 
+# ----- certificates (--tls) -----
+
+# A CA and a server certificate it signs, as scripts/tls-check.sh makes
+# them; the servers read them from GRPC_TLS_CERT and GRPC_TLS_KEY. h2load
+# and nghttp do not verify the server's certificate.
+if $TLS; then
+	certs="$OUT/certs"
+	mkdir -p "$certs"
+	(
+		cd "$certs"
+		ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+		openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -days 2 \
+			-subj "/CN=pajamax whole_server CA" \
+			-addext "basicConstraints=critical,CA:TRUE" \
+			-addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+		openssl req "${ec[@]}" -keyout server.key -out server.csr -subj "/CN=localhost" 2>/dev/null
+		printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" \
+			"keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >server.ext
+		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+			-out server.pem -days 2 -extfile server.ext 2>/dev/null
+	)
+	export GRPC_TLS_CERT="$certs/server.pem" GRPC_TLS_KEY="$certs/server.key"
+	echo "==> over TLS: $(openssl x509 -in "$GRPC_TLS_CERT" -noout -subject), $(openssl x509 -in "$GRPC_TLS_CERT" -noout -text | grep -o 'ASN1 OID: .*'), signed by the run's CA"
+fi
+
 # ----- server and client -----
 
 port_open() { (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
@@ -206,7 +277,7 @@ start_server() {
 		exit 1
 	fi
 	GRPC_SERVER_CPUS=1 taskset -c "$SERVER_CPU" "$@" \
-		"$BENCH_DIR/$(bench_of "$kind")/target/release/helloworld-server" \
+		"$BENCH_DIR/$(bench_of "$kind")/$(target_of "$kind")/release/helloworld-server" \
 		>>"$OUT/$kind.server.log" 2>&1 &
 	SERVER_PID=$!
 	for ((i = 0; i < 600; i++)); do
@@ -278,7 +349,8 @@ answered() {
 	data=$(sed -n 's/^traffic: .* (\([0-9]*\)) data$/\1/p' "$report")
 	grep -q "^requests: $n total, $n started, $n done, $n succeeded, 0 failed, 0 errored, 0 timeout$" "$report" &&
 		grep -q "^status codes: $n 2xx, 0 3xx, 0 4xx, 0 5xx$" "$report" &&
-		[[ ${data:-0} == "$((n * BODY_LEN))" ]]
+		[[ ${data:-0} == "$((n * BODY_LEN))" ]] &&
+		{ ! $TLS || grep -q '^Application protocol: h2$' "$report"; }
 }
 
 # checked_load KIND STREAMS REQUESTS NAME: one connection; stops the script
@@ -287,10 +359,15 @@ checked_load() {
 	local kind=$1 m=$2 n=$3 name=$4
 	load 1 "$m" "$n" "$OUT/$kind.$name.h2load"
 	answered "$OUT/$kind.$name.h2load" "$n" || {
-		echo "FAILED: $kind, h2load -c 1 -m $m -n $n ($name) did not get $n answers of $BODY_LEN bytes:" >&2
+		echo "FAILED: $kind, h2load -c 1 -m $m -n $n ($name) did not get $n answers of $BODY_LEN bytes$(! $TLS || echo ' over TLS with ALPN h2'):" >&2
 		cat "$OUT/$kind.$name.h2load" >&2
 		exit 1
 	}
+	if $TLS && [[ -z ${RESULT["$kind tls"]:-} ]]; then
+		# What h2load and the server agreed on: protocol, cipher suite, key exchange.
+		RESULT["$kind tls"]=$(awk -F': ' '/^(TLS Protocol|Cipher|Server Temp Key):/ { printf "%s%s", sep, $2; sep = ", " }' "$OUT/$kind.$name.h2load")
+		echo "    TLS: ${RESULT["$kind tls"]}"
+	fi
 	wait_idle
 }
 
@@ -302,6 +379,9 @@ grpc_check() {
 	nghttp -d "$BODY" -H 'content-type: application/grpc' -H 'te: trailers' \
 		"$URL" >"$OUT/$kind.echo" 2>/dev/null || true
 	status=$(grep -o 'grpc-status: [0-9]*' "$OUT/$kind.nghttp" | tail -1 | cut -d' ' -f2)
+	if $TLS && ! grep -q 'The negotiated protocol: h2$' "$OUT/$kind.nghttp"; then
+		status="$status, not over TLS with ALPN h2"
+	fi
 	if [[ ${status:-missing} != 0 ]] || ! cmp -s "$OUT/$kind.echo" "$BODY"; then
 		echo "FAILED: $kind answered grpc-status=${status:-missing} and $(stat -c %s "$OUT/$kind.echo") bytes to one request:" >&2
 		cat "$OUT/$kind.nghttp" >&2
@@ -371,7 +451,7 @@ syscalls() {
 		strace -c -f -p "$SERVER_PID" -o "$summary" 2>"$summary.log" &
 		strace_pid=$!
 		for ((i = 0; i < 200; i++)); do
-			grep -q attached "$summary.log" && break
+			grep -qs attached "$summary.log" && break
 			sleep 0.05
 		done
 		grep -q attached "$summary.log" || {
@@ -458,7 +538,9 @@ WITH_TONIC=false
 for kind in "${KINDS[@]}"; do [[ $kind == tonic ]] && WITH_TONIC=true; done
 row() { # LABEL KEY DECIMALS
 	local p=${RESULT["pajamax $2"]:-} o=${RESULT["original $2"]:-} t=${RESULT["tonic $2"]:-}
-	if $WITH_TONIC; then
+	if $TLS; then # no original column
+		echo "| $1 | $(fmt "$p" "$3") | $(fmt "$t" "$3") | $(ratio "$t" "$p") |"
+	elif $WITH_TONIC; then
 		echo "| $1 | $(fmt "$p" "$3") | $(fmt "$o" "$3") | $(ratio "$p" "$o") | $(fmt "$t" "$3") | $(ratio "$t" "$p") |"
 	else
 		echo "| $1 | $(fmt "$p" "$3") | $(fmt "$o" "$3") | $(ratio "$p" "$o") |"
@@ -466,10 +548,18 @@ row() { # LABEL KEY DECIMALS
 }
 
 echo
-echo "complex_proto, one connection, server on CPU $SERVER_CPU, h2load on CPU $CLIENT_CPU;"
+if $TLS; then
+	echo "complex_proto over TLS, one connection, server on CPU $SERVER_CPU, h2load on CPU $CLIENT_CPU;"
+	for kind in "${KINDS[@]}"; do echo "$kind: ${RESULT["$kind tls"]:-?}"; done
+else
+	echo "complex_proto, one connection, server on CPU $SERVER_CPU, h2load on CPU $CLIENT_CPU;"
+fi
 echo "$N requests counted (instructions: difference of $N and $((2 * N))), after $WARMUP warm-up requests"
 echo
-if $WITH_TONIC; then
+if $TLS; then
+	echo "| per request, over TLS | pajamax | tonic | tonic / pajamax |"
+	echo "|---|---:|---:|---:|"
+elif $WITH_TONIC; then
 	echo "| per request | pajamax | original | pajamax / original | tonic | tonic / pajamax |"
 	echo "|---|---:|---:|---:|---:|---:|"
 else
@@ -482,7 +572,9 @@ if $HAVE_STRACE; then
 fi
 if $RSS; then
 	for m in 100 1000; do
-		if $WITH_TONIC; then
+		if $TLS; then
+			echo "| VmHWM, 100 connections × $m streams | ${RESULT["pajamax rss $m"]:-–} | ${RESULT["tonic rss $m"]:-–} | |"
+		elif $WITH_TONIC; then
 			echo "| VmHWM, 100 connections × $m streams | ${RESULT["pajamax rss $m"]:-–} | ${RESULT["original rss $m"]:-–} | | ${RESULT["tonic rss $m"]:-–} | |"
 		else
 			echo "| VmHWM, 100 connections × $m streams | ${RESULT["pajamax rss $m"]:-–} | ${RESULT["original rss $m"]:-–} | |"
@@ -492,11 +584,19 @@ fi
 echo
 # tonic's runtime threads do work of their own between runs: its set-up
 # cost cannot be told apart, so it has no column here.
-echo "| instructions per connection (set-up and close) | pajamax | original |"
-echo "|---|---:|---:|"
-for m in "${STREAMS[@]}"; do
-	echo "| M=$m | $(fmt "${RESULT["pajamax conn $m"]:-}" 0) | $(fmt "${RESULT["original conn $m"]:-}" 0) |"
-done
+if $TLS; then
+	echo "| instructions per connection (TLS handshake, set-up and close) | pajamax |"
+	echo "|---|---:|"
+	for m in "${STREAMS[@]}"; do
+		echo "| M=$m | $(fmt "${RESULT["pajamax conn $m"]:-}" 0) |"
+	done
+else
+	echo "| instructions per connection (set-up and close) | pajamax | original |"
+	echo "|---|---:|---:|"
+	for m in "${STREAMS[@]}"; do
+		echo "| M=$m | $(fmt "${RESULT["pajamax conn $m"]:-}" 0) | $(fmt "${RESULT["original conn $m"]:-}" 0) |"
+	done
+fi
 if $HAVE_STRACE; then
 	echo
 	echo "| syscalls per request | M | total | read/recv | write/send | epoll_wait | failed (EAGAIN) |"
@@ -508,5 +608,5 @@ if $HAVE_STRACE; then
 	done
 fi
 echo
-echo "$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc --all) CPUs, $(rustc --version), $(h2load --version | head -1), $(valgrind --version)"
+echo "$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc --all) CPUs, $(rustc --version), $(h2load --version | head -1), $(valgrind --version)$(! $TLS || echo ", $(openssl version | cut -d' ' -f1-2)")"
 echo "commit $(git -C "$ROOT" log -1 --pretty=%h 2>/dev/null || echo '?'), load average $(cut -d' ' -f1-3 /proc/loadavg), $((SECONDS - START)) s"

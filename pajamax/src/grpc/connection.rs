@@ -98,6 +98,9 @@ const MAX_SPARE_CALLS: usize = 64;
 /// the next producer's turn.
 const PRODUCE_CHUNK: usize = 16 << 10;
 
+/// The most room the list of h2 events keeps between reads.
+const KEPT_EVENTS: usize = 32;
+
 /// The gRPC server side of one connection.
 pub struct GrpcConnection {
     h2: Connection,
@@ -365,6 +368,12 @@ impl GrpcConnection {
             }
         }
         drop(events_in_order);
+        if events.capacity() > KEPT_EVENTS {
+            // A burst's room goes back: many connections that each once
+            // read a hundred requests at a time would hold 8 KiB apiece.
+            events.clear();
+            events.shrink_to(KEPT_EVENTS);
+        }
         self.events = events;
         if !self.new_deadlines.is_empty() {
             self.arm_deadlines();

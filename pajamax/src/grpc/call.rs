@@ -73,18 +73,50 @@ pub(crate) struct SharedHead {
 }
 
 /// A unary or server-streaming call that repeats a remembered header block
-/// and waits for its request body: all it holds until then.
+/// and waits for its request body: all it holds until then, 16 bytes (a
+/// connection with a thousand such calls holds a table of them).
 #[derive(Debug)]
 pub(crate) struct Waiting {
     pub head: Rc<SharedHead>,
-    pub deadline: Option<Instant>,
+    /// The deadline in nanoseconds after the connection's epoch, 0 for
+    /// none: an `Option<Instant>` would take twice the room.
+    deadline: u64,
+}
+
+impl Waiting {
+    /// A waiting call whose times count from `epoch`, a time before any
+    /// of its deadlines.
+    #[inline]
+    pub(crate) fn new(head: Rc<SharedHead>, deadline: Option<Instant>, epoch: Instant) -> Waiting {
+        let deadline = deadline.map_or(0, |at| {
+            let since = at.saturating_duration_since(epoch).as_nanos();
+            u64::try_from(since).unwrap_or(u64::MAX).max(1)
+        });
+        Waiting { head, deadline }
+    }
+
+    /// The call's deadline; `epoch` as given to [`Waiting::new`].
+    #[inline]
+    pub(crate) fn deadline(&self, epoch: Instant) -> Option<Instant> {
+        if self.deadline == 0 {
+            return None;
+        }
+        epoch.checked_add(std::time::Duration::from_nanos(self.deadline))
+    }
+
+    /// Whether the call has a deadline.
+    #[inline]
+    pub(crate) fn has_deadline(&self) -> bool {
+        self.deadline != 0
+    }
 }
 
 impl Call {
-    /// Fills a fresh call from what a waiting one holds.
-    pub(crate) fn resume(&mut self, waiting: Waiting) {
+    /// Fills a fresh call from what a waiting one holds; `epoch` as given
+    /// to [`Waiting::new`].
+    pub(crate) fn resume(&mut self, waiting: Waiting, epoch: Instant) {
         self.route = Some(waiting.head.route);
-        self.deadline = waiting.deadline;
+        self.deadline = waiting.deadline(epoch);
         self.encoding = waiting.head.encoding;
         self.accept_gzip = waiting.head.accept_gzip;
         self.shared = Some(waiting.head);
@@ -173,5 +205,17 @@ impl Call {
         self.accept_gzip = false;
         self.compress = false;
         self.compressed_request = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiting_call_takes_16_bytes() {
+        // A table of a thousand of them per connection at 100 connections:
+        // each byte here is about 200 KB of the server's peak memory.
+        assert_eq!(std::mem::size_of::<Waiting>(), 16);
     }
 }

@@ -123,6 +123,8 @@ pub struct GrpcConnection {
     /// Request bytes the calls hold now.
     buffered: usize,
     peer: Option<SocketAddr>,
+    /// What the deadlines of waiting calls count from.
+    epoch: Instant,
     /// Over TLS, the certificates the client presented.
     peer_identity: PeerIdentity,
     /// Boxed, so that a call moves as a pointer on the way from its
@@ -194,6 +196,7 @@ impl GrpcConnection {
             incoming_limit: (config.h2.initial_stream_window as usize).max(1),
             buffered: 0,
             peer,
+            epoch: Instant::now(),
             peer_identity: PeerIdentity::default(),
             calls: HashMap::default(),
             waiting: HashMap::default(),
@@ -350,7 +353,7 @@ impl GrpcConnection {
                         }
                         (Opened::Full(call), _) => self.wait_for_body(stream, call),
                         (Opened::Light(waiting), _) => {
-                            if waiting.deadline.is_some() {
+                            if waiting.has_deadline() {
                                 self.new_deadlines.push(stream);
                             }
                             self.waiting.insert(stream, waiting);
@@ -412,10 +415,11 @@ impl GrpcConnection {
             {
                 // Until its body comes, the call is its head and deadline.
                 let deadline = head.timeout.and_then(|d| now.checked_add(d));
-                return Opened::Light(Waiting {
-                    head: repeated.expect("matched"),
+                return Opened::Light(Waiting::new(
+                    repeated.expect("matched"),
                     deadline,
-                });
+                    self.epoch,
+                ));
             }
         }
         let mut call = self.spare.pop().unwrap_or_default();
@@ -425,10 +429,8 @@ impl GrpcConnection {
             // timeout and metadata.
             Some(head) => {
                 let route = head.route;
-                call.resume(Waiting {
-                    deadline: head.timeout.and_then(|d| now.checked_add(d)),
-                    head,
-                });
+                let deadline = head.timeout.and_then(|d| now.checked_add(d));
+                call.resume(Waiting::new(head, deadline, self.epoch), self.epoch);
                 Some(route)
             }
             None => match self.read_head(&mut call, fields, block_id, now) {
@@ -460,7 +462,7 @@ impl GrpcConnection {
     /// A call in a box again, from what it held while waiting.
     fn resume(&mut self, waiting: Waiting) -> Box<Call> {
         let mut call = self.spare.pop().unwrap_or_default();
-        call.resume(waiting);
+        call.resume(waiting, self.epoch);
         call
     }
 
@@ -1524,7 +1526,9 @@ impl GrpcConnection {
         for stream in due.drain(..) {
             let Some(call) = self.calls.get_mut(&stream) else {
                 let passed = match self.waiting.get(&stream) {
-                    Some(waiting) => waiting.deadline.is_some_and(|deadline| deadline <= now),
+                    Some(waiting) => waiting
+                        .deadline(self.epoch)
+                        .is_some_and(|deadline| deadline <= now),
                     None => false,
                 };
                 if passed {
@@ -1568,7 +1572,10 @@ impl GrpcConnection {
         for stream in self.new_deadlines.drain(..) {
             let deadline = match self.calls.get(&stream) {
                 Some(call) => call.deadline,
-                None => self.waiting.get(&stream).and_then(|w| w.deadline),
+                None => self
+                    .waiting
+                    .get(&stream)
+                    .and_then(|w| w.deadline(self.epoch)),
             };
             if let Some(deadline) = deadline {
                 self.timers.add(deadline, stream);

@@ -56,6 +56,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BENCH_DIR="$ROOT/grpc_bench_integration"
 
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+
 KINDS=(pajamax original)
 TLS=false
 RSS=false
@@ -241,25 +244,12 @@ BODY_LEN=$(stat -c %s "$BODY")
 
 # ----- certificates (--tls) -----
 
-# A CA and a server certificate it signs, as scripts/tls-check.sh makes
-# them; the servers read them from GRPC_TLS_CERT and GRPC_TLS_KEY. h2load
-# and nghttp do not verify the server's certificate.
+# A CA and a server certificate it signs, made by scripts/lib.sh as for
+# scripts/tls-check.sh; the servers read them from GRPC_TLS_CERT and
+# GRPC_TLS_KEY. h2load and nghttp do not verify the server's certificate.
 if $TLS; then
 	certs="$OUT/certs"
-	mkdir -p "$certs"
-	(
-		cd "$certs"
-		ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-		openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -days 2 \
-			-subj "/CN=pajamax whole_server CA" \
-			-addext "basicConstraints=critical,CA:TRUE" \
-			-addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
-		openssl req "${ec[@]}" -keyout server.key -out server.csr -subj "/CN=localhost" 2>/dev/null
-		printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" \
-			"keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >server.ext
-		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
-			-out server.pem -days 2 -extfile server.ext 2>/dev/null
-	)
+	make_certificates "$certs" "pajamax whole_server CA"
 	export GRPC_TLS_CERT="$certs/server.pem" GRPC_TLS_KEY="$certs/server.key"
 	echo "==> over TLS: $(openssl x509 -in "$GRPC_TLS_CERT" -noout -subject), $(openssl x509 -in "$GRPC_TLS_CERT" -noout -text | grep -o 'ASN1 OID: .*'), signed by the run's CA"
 fi

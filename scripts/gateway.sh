@@ -33,12 +33,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+
 NGINX_PACKAGE="nginx-light"
 NGINX_VERSION=1.22.1-9+deb12u11
 GHZ_VERSION=v0.114.0
 GHZ_MODULE=github.com/bojand/ghz
-GRPCURL_VERSION=v1.9.3
-GRPCURL_MODULE=github.com/fullstorydev/grpcurl
 
 seconds=${GATEWAY_SECONDS:-24}
 connections=${GATEWAY_CONNECTIONS:-2}
@@ -61,12 +62,8 @@ log() { printf '[gateway %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
 
 # ----- tools -----
 
-go_cmd=$(command -v go || true)
-if [ -z "$go_cmd" ] && [ -x /usr/local/go/bin/go ]; then
-    go_cmd=/usr/local/go/bin/go
-fi
-[ -n "$go_cmd" ] || { echo "gateway: go is not installed" >&2; exit 1; }
-command -v python3 >/dev/null || { echo "gateway: python3 is not installed" >&2; exit 1; }
+find_go gateway
+require gateway python3
 
 nginx=$(command -v nginx || true)
 if [ -z "$nginx" ] && [ -x /usr/sbin/nginx ]; then
@@ -106,31 +103,10 @@ if ! "$nginx" -V 2>&1 | grep -q -- --with-http_v2_module; then
 fi
 log "nginx: $nginx ($nginx_version; Debian package $(dpkg-query -W -f '${Version}' "$NGINX_PACKAGE" 2>/dev/null || echo 'not from apt'))"
 
-target_dir=${CARGO_TARGET_DIR:-target}
-case "$target_dir" in
-/*) ;;
-*) target_dir="$root/$target_dir" ;;
-esac
-tools_bin="$target_dir/conformance/bin"
-mkdir -p "$tools_bin"
-
-# go_tool NAME MODULE PACKAGE VERSION: builds PACKAGE into $tools_bin unless
-# the binary there was built from MODULE at VERSION.
-go_tool() {
-    local name=$1 module=$2 package=$3 version=$4 scratch
-    if ! { [ -x "$tools_bin/$name" ] && "$go_cmd" version -m "$tools_bin/$name" 2>/dev/null |
-        awk -v mod="$module" -v ver="$version" '$1 == "mod" && $2 == mod && $3 == ver { found = 1 } END { exit !found }'; }; then
-        log "installing $name $version into $tools_bin"
-        # Outside the repository, so that no go.mod here is looked at.
-        scratch=$(mktemp -d)
-        (cd "$scratch" && GOBIN="$tools_bin" "$go_cmd" install "$package@$version")
-        rmdir "$scratch"
-    fi
-}
+set_target_dir
 go_tool ghz "$GHZ_MODULE" "$GHZ_MODULE/cmd/ghz" "$GHZ_VERSION"
-go_tool grpcurl "$GRPCURL_MODULE" "$GRPCURL_MODULE/cmd/grpcurl" "$GRPCURL_VERSION"
 ghz="$tools_bin/ghz"
-grpcurl="$tools_bin/grpcurl"
+install_grpcurl
 
 # ----- work directory, processes -----
 
@@ -138,13 +114,7 @@ work=$(mktemp -d)
 keep_work=
 pids=()
 cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
+    stop_pids
     if [ -n "$keep_work" ]; then
         echo "gateway: the logs and configurations are kept in $work"
     else
@@ -152,9 +122,6 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
-
-# shellcheck source=scripts/lib.sh
-source "$(dirname "$0")/lib.sh"
 
 # Prints a free loopback port, never one of those that other checks of this
 # repository use.
@@ -180,15 +147,7 @@ cargo build --release -p pajamax-examples --bin helloworld
 cp "$target_dir/release/helloworld" "$work/helloworld-plain"
 
 if [[ " ${modes[*]} " == *" tls "* ]]; then
-    if ! command -v openssl >/dev/null; then
-        if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-            log "installing openssl"
-            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
-        else
-            echo "gateway: openssl is not installed" >&2
-            exit 1
-        fi
-    fi
+    need_openssl gateway
     log "building helloworld with --features tls (release)"
     cargo build --release -p pajamax-examples --features tls --bin helloworld
     cp "$target_dir/release/helloworld" "$work/helloworld-tls"
@@ -266,20 +225,6 @@ http {
 EOF
 }
 
-# Makes a CA and a server certificate for 127.0.0.1 and localhost in $dir.
-make_certificates() {
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-        -keyout "$dir/ca.key" -out "$dir/ca.pem" -days 2 -subj "/CN=pajamax gateway test CA" \
-        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
-        2>/dev/null
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-        -keyout "$dir/key.pem" -out "$dir/server.csr" -subj "/CN=localhost" 2>/dev/null
-    printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" \
-        "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >"$dir/server.ext"
-    openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
-        -CAcreateserial -days 2 -extfile "$dir/server.ext" -out "$dir/cert.pem" 2>/dev/null
-}
-
 # Starts upstream $1 on its port (${up_port[$1]}); returns 1 if it does not
 # become ready.
 start_upstream() {
@@ -343,8 +288,8 @@ run_mode() {
     server_bin="$work/helloworld-$mode"
     server_args=()
     if [ "$mode" = tls ]; then
-        make_certificates
-        server_args=(--tls-cert "$dir/cert.pem" --tls-key "$dir/key.pem")
+        make_certificates "$dir" "pajamax gateway test CA"
+        server_args=(--tls-cert "$dir/server.pem" --tls-key "$dir/server.key")
     fi
     local before=$failures i
 

@@ -22,6 +22,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+
 CASES=(
     large_unary
     ping_pong
@@ -46,15 +49,8 @@ if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
             default-jre-headless maven >/dev/null
     fi
 fi
-for tool in java mvn python3; do
-    command -v "$tool" >/dev/null || { echo "interop-java: $tool is not installed" >&2; exit 1; }
-done
-
-target_dir=${CARGO_TARGET_DIR:-target}
-case "$target_dir" in
-/*) ;;
-*) target_dir="$root/$target_dir" ;;
-esac
+require interop-java java mvn python3
+set_target_dir
 cache="$target_dir/conformance/java"
 grpc_java_version=$(sed -n 's:.*<grpc.version>\(.*\)</grpc.version>.*:\1:p' "$pom")
 
@@ -81,21 +77,7 @@ log "building interop-server (release)"
 cargo build --release -p pajamax-examples --bin interop-server
 interop_bin="$target_dir/release/interop-server"
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-# shellcheck source=scripts/lib.sh
-source "$(dirname "$0")/lib.sh"
+use_work_dir
 
 start_on_free_port "$work/interop-server.log" "$interop_bin" "--port={port}" --use_tls=false
 interop_port=$started_port

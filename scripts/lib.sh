@@ -1,4 +1,5 @@
-# Shared by the scripts: start a server on a free loopback port.
+# Shared by the scripts: tools, servers on free loopback ports, certificates,
+# h2spec and the Go interop client.
 # shellcheck shell=bash
 
 # Waits until the server with pid $1 accepts on port $2.
@@ -36,3 +37,287 @@ start_on_free_port() {
     return 1
 }
 
+# ----- tools -----
+
+# Versions of the tools that several scripts build, one definition each.
+# h2spec is pinned with all its dependencies in scripts/conformance-tools.
+H2SPEC_VERSION=v2.2.1
+GRPC_VERSION=v1.85.0
+GRPCURL_VERSION=v1.9.3
+GRPCURL_MODULE=github.com/fullstorydev/grpcurl
+
+# The cases of gRPC's Go interop client that scripts/conformance.sh runs in
+# plaintext and scripts/tls-check.sh over TLS.
+INTEROP_CASES=(
+    empty_unary
+    large_unary
+    client_streaming
+    server_streaming
+    ping_pong
+    empty_stream
+    custom_metadata
+    status_code_and_message
+    special_status_message
+    unimplemented_method
+    unimplemented_service
+    timeout_on_sleeping_server
+    cancel_after_begin
+    cancel_after_first_response
+)
+
+# Exits unless every command $2... is installed; $1 names the script in the
+# message.
+require() {
+    local script=$1 tool
+    shift
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || { echo "$script: $tool is not installed" >&2; exit 1; }
+    done
+}
+
+# Sets go_cmd to the go command, also when it is only in /usr/local/go/bin;
+# exits when there is none. $1 names the script in the message.
+find_go() {
+    go_cmd=$(command -v go || true)
+    if [ -z "$go_cmd" ] && [ -x /usr/local/go/bin/go ]; then
+        go_cmd=/usr/local/go/bin/go
+    fi
+    if [ -z "$go_cmd" ]; then
+        echo "$1: go is not installed" >&2
+        exit 1
+    fi
+}
+
+# Installs openssl with apt-get when it is missing and running as root;
+# exits when it is missing otherwise. $1 names the script in the message.
+need_openssl() {
+    command -v openssl >/dev/null && return 0
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        log "installing openssl"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
+    else
+        echo "$1: openssl is not installed" >&2
+        exit 1
+    fi
+}
+
+# Sets target_dir to cargo's target directory (${CARGO_TARGET_DIR:-target},
+# made absolute from the repository's root, the current directory) and
+# tools_bin to the directory the Go tools are built into.
+set_target_dir() {
+    target_dir=${CARGO_TARGET_DIR:-target}
+    case "$target_dir" in
+    /*) ;;
+    *) target_dir="$(pwd)/$target_dir" ;;
+    esac
+    tools_bin="$target_dir/conformance/bin"
+}
+
+# Whether binary $1 was built from module $2 at version $3.
+built_from() {
+    [ -x "$1" ] && "$go_cmd" version -m "$1" 2>/dev/null |
+        awk -v mod="$2" -v ver="$3" '$1 == "mod" && $2 == mod && $3 == ver { found = 1 } END { exit !found }'
+}
+
+# go_tool NAME MODULE PACKAGE VERSION [GOFLAGS]: builds PACKAGE into
+# $tools_bin (as NAME) unless the binary there was built from MODULE at
+# VERSION.
+go_tool() {
+    local name=$1 module=$2 package=$3 version=$4 goflags=${5:-} scratch
+    mkdir -p "$tools_bin"
+    if ! built_from "$tools_bin/$name" "$module" "$version"; then
+        log "installing $name $version into $tools_bin"
+        # Outside the repository, so that no go.mod here is looked at.
+        scratch=$(mktemp -d)
+        (
+            cd "$scratch" || exit
+            [ -z "$goflags" ] || export GOFLAGS="$goflags"
+            GOBIN="$tools_bin" "$go_cmd" install "$package@$version"
+        )
+        rmdir "$scratch"
+    fi
+}
+
+# Builds grpcurl $GRPCURL_VERSION into $tools_bin; sets grpcurl to it.
+install_grpcurl() {
+    go_tool grpcurl "$GRPCURL_MODULE" "$GRPCURL_MODULE/cmd/grpcurl" "$GRPCURL_VERSION"
+    # shellcheck disable=SC2034 # for the calling script
+    grpcurl="$tools_bin/grpcurl"
+}
+
+# Builds h2spec $H2SPEC_VERSION into $tools_bin; sets h2spec to it.
+# h2spec v2 has no go.mod, so `h2spec@v2.2.1` cannot be resolved and
+# `@v2.2.1+incompatible` would take the newest of its dependencies; the
+# module in scripts/conformance-tools pins it with all of them.
+install_h2spec() {
+    mkdir -p "$tools_bin"
+    h2spec="$tools_bin/h2spec"
+    if ! built_from "$h2spec" github.com/summerwind/h2spec "$H2SPEC_VERSION+incompatible"; then
+        log "installing h2spec $H2SPEC_VERSION into $tools_bin"
+        (cd scripts/conformance-tools && GOBIN="$tools_bin" GOFLAGS=-mod=readonly "$go_cmd" install tool)
+    fi
+}
+
+# Builds gRPC's Go interop client $GRPC_VERSION into $tools_bin; sets
+# interop_client to it.
+install_interop_client() {
+    local scratch_bin
+    mkdir -p "$tools_bin"
+    interop_client="$tools_bin/grpc-interop-client"
+    if ! built_from "$interop_client" google.golang.org/grpc "$GRPC_VERSION"; then
+        log "installing the grpc-go interop client $GRPC_VERSION into $tools_bin"
+        # The package's binary is called `client`: build it aside, then name it.
+        scratch_bin=$(mktemp -d)
+        (cd "$scratch_bin" && GOBIN="$scratch_bin" "$go_cmd" install "google.golang.org/grpc/interop/client@$GRPC_VERSION")
+        mv "$scratch_bin/client" "$interop_client"
+        rmdir "$scratch_bin"
+    fi
+}
+
+# ----- processes, certificates -----
+
+# Stops the processes in pids and waits for them; for the scripts' cleanup
+# on exit.
+stop_pids() {
+    local pid
+    for pid in "${pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+}
+
+# Makes a temporary directory, work, and an empty list of started
+# processes, pids; on exit, stops those processes and removes work.
+use_work_dir() {
+    work=$(mktemp -d)
+    pids=()
+    trap 'stop_pids; rm -rf "$work"' EXIT
+}
+
+# make_certificates DIR CA_NAME [CLIENT_NAME CLIENT_DNS]: makes in DIR, with
+# the openssl CLI, a CA (ca.pem, ca.key) named CA_NAME and a server
+# certificate it signs (server.pem, server.key; ECDSA P-256, for localhost
+# and 127.0.0.1), all valid for two days. With CLIENT_NAME, also a client
+# certificate (client.pem, client.key) for the name CLIENT_DNS.
+make_certificates() {
+    local dir=$1 ca_name=$2 client_name=${3:-} client_dns=${4:-}
+    mkdir -p "$dir"
+    (
+        cd "$dir" || exit
+        ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+        openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -days 2 \
+            -subj "/CN=$ca_name" \
+            -addext "basicConstraints=critical,CA:TRUE" \
+            -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+        openssl req "${ec[@]}" -keyout server.key -out server.csr -subj "/CN=localhost" 2>/dev/null
+        printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" \
+            "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >server.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+            -out server.pem -days 2 -extfile server.ext 2>/dev/null
+        if [ -n "$client_name" ]; then
+            openssl req "${ec[@]}" -keyout client.key -out client.csr -subj "/CN=$client_name" 2>/dev/null
+            printf '%s\n' "subjectAltName=DNS:$client_dns" "basicConstraints=CA:FALSE" \
+                "keyUsage=critical,digitalSignature" "extendedKeyUsage=clientAuth" >client.ext
+            openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+                -out client.pem -days 2 -extfile client.ext 2>/dev/null
+        fi
+    )
+}
+
+# ----- h2spec and the Go interop client -----
+
+# run_h2spec TRANSPORT NAME [FLAGS...]: runs $h2spec against 127.0.0.1:$h2_port
+# over TRANSPORT (`cleartext` or `tls`) with extra FLAGS, waiting
+# $h2spec_timeout seconds per case; names the run NAME. Adds a line to
+# summary; every case must pass, else failures is incremented.
+# shellcheck disable=SC2154 # work, h2_port and h2spec_timeout: the caller's
+run_h2spec() {
+    local transport=$1 name=$2
+    shift 2
+    local out="$work/h2spec-$name.txt" rc=0 tls=() over="" label="h2spec $name"
+    if [ "$transport" = tls ]; then
+        tls=(-t -k)
+        over=" over TLS"
+        label="h2spec TLS $name"
+    fi
+    log "h2spec$over ($name)"
+    "$h2spec" "${tls[@]}" -h 127.0.0.1 -p "$h2_port" -o "$h2spec_timeout" \
+        "$@" >"$out" 2>&1 || rc=$?
+    local line
+    line=$(grep -E '^[0-9]+ tests, [0-9]+ passed, [0-9]+ skipped, [0-9]+ failed' "$out" | tail -n 1 || true)
+    if [ -z "$line" ]; then
+        echo "h2spec ($name) gave no summary (exit $rc):" >&2
+        tail -n 40 "$out" >&2
+        failures=$((failures + 1))
+        summary+=("$label: no result (exit $rc)")
+        return
+    fi
+    local total passed skipped failed
+    read -r total passed skipped failed < <(
+        echo "$line" | sed -E 's/^([0-9]+) tests, ([0-9]+) passed, ([0-9]+) skipped, ([0-9]+) failed.*/\1 \2 \3 \4/'
+    )
+    summary+=("$label: $passed/$total passed, $failed failed, $skipped skipped")
+    if [ "$failed" -ne 0 ] || [ "$rc" -ne 0 ] || [ "$passed" -ne "$total" ]; then
+        echo "h2spec ($name) failures:" >&2
+        sed -n '/^Failures:/,$p' "$out" >&2
+        failures=$((failures + 1))
+    fi
+}
+
+# run_interop_cases LABEL [FLAGS...]: runs $interop_client against
+# 127.0.0.1:$interop_port with FLAGS, once per case of INTEROP_CASES, and
+# logs each result as LABEL CASE. Adds a line to summary and increments
+# failures for each failing case.
+# shellcheck disable=SC2154 # work and interop_port: the caller's
+run_interop_cases() {
+    local label=$1 case_name out rc passed=0
+    shift
+    for case_name in "${INTEROP_CASES[@]}"; do
+        out="$work/interop-$case_name.txt"
+        rc=0
+        timeout 60 "$interop_client" --server_host=127.0.0.1 --server_port="$interop_port" \
+            --test_case="$case_name" "$@" >"$out" 2>&1 || rc=$?
+        if [ "$rc" -eq 0 ]; then
+            passed=$((passed + 1))
+            log "$label $case_name: ok"
+        else
+            log "$label $case_name: FAILED (exit $rc)"
+            tail -n 20 "$out" >&2
+            failures=$((failures + 1))
+        fi
+    done
+    summary+=("grpc-go $GRPC_VERSION $label: $passed/${#INTEROP_CASES[@]} cases passed")
+}
+
+# check_running SCRIPT PID...: increments failures for each server PID
+# that is no longer running. SCRIPT names the script in the message.
+check_running() {
+    local script=$1 pid
+    shift
+    for pid in "$@"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "$script: a server died during the run" >&2
+            failures=$((failures + 1))
+        fi
+    done
+}
+
+# print_summary SCRIPT TITLE: prints the lines of summary under the heading
+# "== TITLE summary", then whether all checks passed; exits 1 when failures
+# is not 0. SCRIPT names the script in the verdict.
+# shellcheck disable=SC2154 # started: the caller's
+print_summary() {
+    local script=$1 title=$2 line
+    echo
+    echo "== $title summary ($(($(date +%s) - started)) s)"
+    for line in "${summary[@]}"; do
+        echo "  $line"
+    done
+    if [ "$failures" -ne 0 ]; then
+        echo "$script: FAILED ($failures failing check(s))"
+        exit 1
+    fi
+    echo "$script: all checks passed"
+}

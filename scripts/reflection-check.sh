@@ -16,64 +16,26 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-root=$(pwd)
 
-GRPCURL_VERSION=v1.9.3
-GRPCURL_MODULE=github.com/fullstorydev/grpcurl
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 started=$(date +%s)
 log() { printf '[reflection-check %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
 
 # ----- grpcurl -----
 
-go_cmd=$(command -v go || true)
-if [ -z "$go_cmd" ] && [ -x /usr/local/go/bin/go ]; then
-    go_cmd=/usr/local/go/bin/go
-fi
-if [ -z "$go_cmd" ]; then
-    echo "reflection-check: go is not installed" >&2
-    exit 1
-fi
-command -v python3 >/dev/null || { echo "reflection-check: python3 is not installed" >&2; exit 1; }
-
-target_dir=${CARGO_TARGET_DIR:-target}
-case "$target_dir" in
-/*) ;;
-*) target_dir="$root/$target_dir" ;;
-esac
-tools_bin="$target_dir/conformance/bin"
-mkdir -p "$tools_bin"
-
-grpcurl="$tools_bin/grpcurl"
-if ! { [ -x "$grpcurl" ] && "$go_cmd" version -m "$grpcurl" 2>/dev/null |
-    awk -v mod="$GRPCURL_MODULE" -v ver="$GRPCURL_VERSION" '$1 == "mod" && $2 == mod && $3 == ver { found = 1 } END { exit !found }'; }; then
-    log "installing grpcurl $GRPCURL_VERSION into $tools_bin"
-    # Outside the repository, so that no go.mod here is looked at.
-    scratch=$(mktemp -d)
-    (cd "$scratch" && GOBIN="$tools_bin" "$go_cmd" install "$GRPCURL_MODULE/cmd/grpcurl@$GRPCURL_VERSION")
-    rmdir "$scratch"
-fi
+find_go reflection-check
+require reflection-check python3
+set_target_dir
+install_grpcurl
 
 # ----- servers -----
 
 log "building the example servers (release)"
 cargo build --release -p pajamax-examples --bins
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-# shellcheck source=scripts/lib.sh
-source "$(dirname "$0")/lib.sh"
+use_work_dir
 
 release="$target_dir/release"
 start_on_free_port "$work/helloworld.log" "$release/helloworld" "127.0.0.1:{port}"

@@ -32,6 +32,46 @@ use helloworld::{HelloReply, HelloRequest};
 pub use interop::InteropService;
 use pajamax::{ServerStream, Status};
 
+/// The TLS flags of the example servers: `--tls-cert` (the server's PEM
+/// certificate chain), `--tls-key` (its PEM private key) and `--client-ca`
+/// (the PEM CA certificates clients must present a certificate from).
+#[derive(Debug, Default, Clone)]
+pub struct TlsArgs {
+    /// The path of `--tls-cert`.
+    pub cert: Option<String>,
+    /// The path of `--tls-key`.
+    pub key: Option<String>,
+    /// The path of `--client-ca`.
+    pub client_ca: Option<String>,
+}
+
+/// Serves over TLS when `args` has a certificate and a key, with mutual TLS
+/// when it also has a client CA; returns `builder` unchanged otherwise.
+#[cfg(feature = "tls")]
+pub fn with_tls(builder: pajamax::Builder, args: &TlsArgs) -> std::io::Result<pajamax::Builder> {
+    let (Some(cert), Some(key)) = (&args.cert, &args.key) else {
+        return Ok(builder);
+    };
+    let mut tls = pajamax::TlsConfig::from_pem_files(cert, key)?;
+    if let Some(ca) = &args.client_ca {
+        tls = tls.client_ca_file(ca)?;
+    }
+    Ok(builder.tls(tls))
+}
+
+/// Built without the `tls` feature: an error when `args` has a certificate,
+/// `builder` unchanged otherwise.
+#[cfg(not(feature = "tls"))]
+pub fn with_tls(builder: pajamax::Builder, args: &TlsArgs) -> std::io::Result<pajamax::Builder> {
+    if args.cert.is_some() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "TLS flags given, but built without TLS: build with `--features tls`",
+        ));
+    }
+    Ok(builder)
+}
+
 /// Greets whoever the request names.
 ///
 /// ```

@@ -121,6 +121,12 @@ fn start(tls: TlsConfig, builder: pajamax::Builder) -> pajamax::ServerHandle {
         .expect("bind")
 }
 
+/// A server of the test services with a certificate for `name` that `pki`
+/// signs, and the builder's defaults otherwise.
+fn start_signed_by(pki: &Pki, name: &str) -> pajamax::ServerHandle {
+    start(tls_config(&pki.server(name)), pajamax::Server::builder())
+}
+
 fn client_tls(ca: &str, identity: Option<&Leaf>) -> ClientTlsConfig {
     let config = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(ca))
@@ -129,6 +135,14 @@ fn client_tls(ca: &str, identity: Option<&Leaf>) -> ClientTlsConfig {
         Some(leaf) => config.identity(Identity::from_pem(&leaf.cert, &leaf.key)),
         None => config,
     }
+}
+
+/// A channel to `addr` over TLS that trusts `pki`'s CA and presents no
+/// client certificate.
+async fn connect_trusting(addr: SocketAddr, pki: &Pki) -> Channel {
+    connect_tls(addr, client_tls(&pki.ca_pem(), None))
+        .await
+        .expect("TLS connect")
 }
 
 async fn connect_tls(
@@ -221,13 +235,8 @@ fn wait_closed(socket: &mut TcpStream, bound: Duration) {
 #[tokio::test]
 async fn calls_of_every_size_and_kind_over_tls() {
     let pki = Pki::new("test CA");
-    let server = start(
-        tls_config(&pki.server("server")),
-        pajamax::Server::builder(),
-    );
-    let channel = connect_tls(server.local_addr(), client_tls(&pki.ca_pem(), None))
-        .await
-        .expect("TLS connect");
+    let server = start_signed_by(&pki, "server");
+    let channel = connect_trusting(server.local_addr(), &pki).await;
 
     common::echo_works(channel.clone(), "over TLS").await;
     // Answers larger than what TLS encrypts at a time.
@@ -340,9 +349,7 @@ async fn optional_client_authentication_serves_both() {
         .client_auth_optional(true);
     let server = start(config, pajamax::Server::builder());
     let addr = server.local_addr();
-    let anonymous = connect_tls(addr, client_tls(&servers.ca_pem(), None))
-        .await
-        .unwrap();
+    let anonymous = connect_trusting(addr, &servers).await;
     assert_eq!(who(anonymous).await.unwrap().text, "0 certificates");
     let bob = clients.client("bob");
     let known = connect_tls(addr, client_tls(&servers.ca_pem(), Some(&bob)))
@@ -355,10 +362,7 @@ async fn optional_client_authentication_serves_both() {
 #[test]
 fn a_client_that_does_not_ask_for_h2_is_refused_in_the_handshake() {
     let pki = Pki::new("test CA");
-    let server = start(
-        tls_config(&pki.server("server")),
-        pajamax::Server::builder(),
-    );
+    let server = start_signed_by(&pki, "server");
     let addr = server.local_addr();
 
     // ALPN without h2: rustls's own answer.
@@ -427,14 +431,9 @@ fn a_client_that_stalls_in_the_handshake_is_dropped() {
 #[tokio::test]
 async fn garbage_instead_of_a_client_hello_closes_that_connection_only() {
     let pki = Pki::new("test CA");
-    let server = start(
-        tls_config(&pki.server("server")),
-        pajamax::Server::builder(),
-    );
+    let server = start_signed_by(&pki, "server");
     let addr = server.local_addr();
-    let channel = connect_tls(addr, client_tls(&pki.ca_pem(), None))
-        .await
-        .unwrap();
+    let channel = connect_trusting(addr, &pki).await;
     common::echo_works(channel.clone(), "before").await;
 
     let garbage: [&[u8]; 3] = [
@@ -453,9 +452,7 @@ async fn garbage_instead_of_a_client_hello_closes_that_connection_only() {
     }
     // The established client goes on, and new ones are served.
     common::echo_works(channel, "after").await;
-    let fresh = connect_tls(addr, client_tls(&pki.ca_pem(), None))
-        .await
-        .unwrap();
+    let fresh = connect_trusting(addr, &pki).await;
     common::echo_works(fresh, "fresh").await;
     common::stop(server).await;
 }
@@ -464,14 +461,9 @@ async fn garbage_instead_of_a_client_hello_closes_that_connection_only() {
 async fn a_certificate_replaced_on_a_running_server_serves_new_connections() {
     let first = Pki::new("first CA");
     let second = Pki::new("second CA");
-    let server = start(
-        tls_config(&first.server("first")),
-        pajamax::Server::builder(),
-    );
+    let server = start_signed_by(&first, "first");
     let addr = server.local_addr();
-    let old = connect_tls(addr, client_tls(&first.ca_pem(), None))
-        .await
-        .unwrap();
+    let old = connect_trusting(addr, &first).await;
     common::echo_works(old.clone(), "first").await;
 
     let replacement = second.server("second");
@@ -563,13 +555,8 @@ fn configurations_are_checked_when_made() {
 #[tokio::test]
 async fn graceful_shutdown_over_tls_answers_the_call_in_flight() {
     let pki = Pki::new("test CA");
-    let server = start(
-        tls_config(&pki.server("server")),
-        pajamax::Server::builder(),
-    );
-    let channel = connect_tls(server.local_addr(), client_tls(&pki.ca_pem(), None))
-        .await
-        .unwrap();
+    let server = start_signed_by(&pki, "server");
+    let channel = connect_trusting(server.local_addr(), &pki).await;
     common::echo_works(channel.clone(), "warm").await;
     let mut request = common::text("slow");
     request.get_mut().sleep_ms = 300;

@@ -10,7 +10,7 @@
 //! certificate from (mutual TLS).
 
 use pajamax_examples::helloworld::greeter_server::GreeterServer;
-use pajamax_examples::GreeterService;
+use pajamax_examples::{with_tls, GreeterService, TlsArgs};
 use std::process::ExitCode;
 
 const USAGE: &str =
@@ -20,9 +20,7 @@ const USAGE: &str =
 #[derive(Default)]
 struct Args {
     addr: Option<String>,
-    tls_cert: Option<String>,
-    tls_key: Option<String>,
-    client_ca: Option<String>,
+    tls: TlsArgs,
 }
 
 fn main() -> ExitCode {
@@ -52,7 +50,7 @@ fn main() -> ExitCode {
 
 fn serve(addr: &str, args: Args) -> std::io::Result<()> {
     let builder = pajamax::Server::builder().add_service(GreeterServer::new(GreeterService));
-    let builder = with_tls(builder, &args)?;
+    let builder = with_tls(builder, &args.tls)?;
     // Health checking (grpc.health.v1.Health): every service SERVING.
     let (_health, builder) = pajamax_health::serve(builder);
     // Server reflection (grpc.reflection.v1 and v1alpha) for every service above.
@@ -76,9 +74,9 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Option<Args>, String>
         };
         let slot = match flag.as_str() {
             "--help" | "-h" => return Ok(None),
-            "--tls-cert" => &mut args.tls_cert,
-            "--tls-key" => &mut args.tls_key,
-            "--client-ca" => &mut args.client_ca,
+            "--tls-cert" => &mut args.tls.cert,
+            "--tls-key" => &mut args.tls.key,
+            "--client-ca" => &mut args.tls.client_ca,
             _ if flag.starts_with('-') => return Err(format!("unknown argument {arg:?}")),
             _ if args.addr.is_none() => {
                 args.addr = Some(arg);
@@ -92,31 +90,8 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Option<Args>, String>
         };
         *slot = Some(value);
     }
-    match (&args.tls_cert, &args.tls_key, &args.client_ca) {
+    match (&args.tls.cert, &args.tls.key, &args.tls.client_ca) {
         (Some(_), Some(_), _) | (None, None, None) => Ok(Some(args)),
         _ => Err("--tls-cert and --tls-key go together (and --client-ca with them)".into()),
     }
-}
-
-#[cfg(feature = "tls")]
-fn with_tls(builder: pajamax::Builder, args: &Args) -> std::io::Result<pajamax::Builder> {
-    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
-        return Ok(builder);
-    };
-    let mut tls = pajamax::TlsConfig::from_pem_files(cert, key)?;
-    if let Some(ca) = &args.client_ca {
-        tls = tls.client_ca_file(ca)?;
-    }
-    Ok(builder.tls(tls))
-}
-
-#[cfg(not(feature = "tls"))]
-fn with_tls(builder: pajamax::Builder, args: &Args) -> std::io::Result<pajamax::Builder> {
-    if args.tls_cert.is_some() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "TLS flags given, but built without TLS: build with `--features tls`",
-        ));
-    }
-    Ok(builder)
 }

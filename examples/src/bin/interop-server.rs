@@ -12,19 +12,11 @@
 //! error; the flags also take their value after a space.
 
 use pajamax_examples::grpc_testing::test_service_server::TestServiceServer;
-use pajamax_examples::InteropService;
+use pajamax_examples::{with_tls, InteropService, TlsArgs};
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: interop-server --port=N [--host=ADDRESS] [--use_tls=BOOL] \
                      [--tls-cert=PATH --tls-key=PATH [--client-ca=PATH]]";
-
-/// The TLS flags.
-#[derive(Default)]
-struct TlsArgs {
-    cert: Option<String>,
-    key: Option<String>,
-    client_ca: Option<String>,
-}
 
 fn main() -> ExitCode {
     let mut port: Option<u16> = None;
@@ -124,27 +116,4 @@ fn main() -> ExitCode {
 fn usage_error(problem: &str) -> ExitCode {
     eprintln!("interop-server: {problem}\n{USAGE}");
     ExitCode::from(2)
-}
-
-#[cfg(feature = "tls")]
-fn with_tls(builder: pajamax::Builder, args: &TlsArgs) -> std::io::Result<pajamax::Builder> {
-    let (Some(cert), Some(key)) = (&args.cert, &args.key) else {
-        return Ok(builder);
-    };
-    let mut tls = pajamax::TlsConfig::from_pem_files(cert, key)?;
-    if let Some(ca) = &args.client_ca {
-        tls = tls.client_ca_file(ca)?;
-    }
-    Ok(builder.tls(tls))
-}
-
-#[cfg(not(feature = "tls"))]
-fn with_tls(builder: pajamax::Builder, args: &TlsArgs) -> std::io::Result<pajamax::Builder> {
-    if args.cert.is_some() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "TLS flags given, but built without TLS: build with `--features tls`",
-        ));
-    }
-    Ok(builder)
 }

@@ -1291,10 +1291,21 @@ impl GrpcConnection {
             let State::Producing { producer, wake_at } = &mut call.state else {
                 continue;
             };
-            let room = if call.headers_sent {
-                self.h2.send_capacity(stream)
-            } else {
+            let room = if !call.headers_sent {
                 PRODUCE_CHUNK
+            } else if self.h2.buffered(stream) > 0 {
+                // Its held bytes go first; a Writable event brings it back
+                // when they go out.
+                0
+            } else {
+                // As much as the windows let out now, so that the messages
+                // go straight into the output. A stream whose windows are
+                // shut fills its send buffer once, which puts it in line
+                // for the Writable event.
+                match self.h2.send_window(stream) {
+                    0 => self.h2.send_capacity(stream),
+                    open => open,
+                }
             };
             let budget = room.min(PRODUCE_CHUNK);
             if budget == 0 {

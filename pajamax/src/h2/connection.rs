@@ -700,6 +700,12 @@ impl Connection {
             .capacity(&self.streams, stream, self.config.stream_send_buffer)
     }
 
+    /// What the client's windows let out on `stream` at once, without
+    /// holding anything: zero when the stream holds bytes already.
+    pub fn send_window(&self, stream: u32) -> usize {
+        self.send_flow.window(&self.streams, stream)
+    }
+
     /// Response bytes `stream` holds for the client's windows.
     pub fn buffered(&self, stream: u32) -> usize {
         self.streams.get(stream).map_or(0, Stream::buffered)

@@ -98,6 +98,17 @@ impl SendFlow {
         }
     }
 
+    /// What the client's windows let out on stream `id` at once: zero when
+    /// the stream holds bytes already or cannot send.
+    pub(crate) fn window(&self, streams: &Streams, id: u32) -> usize {
+        match streams.get(id) {
+            Some(state) if state.send == SendHalf::Open && state.pending.is_none() => {
+                state.send_window.available().min(self.window.available())
+            }
+            _ => 0,
+        }
+    }
+
     /// Sends body bytes on stream `id` as far as the windows allow and
     /// holds the rest, if the stream holds less than `cap` bytes already;
     /// otherwise takes nothing. A stream takes all of `data` or none of it.

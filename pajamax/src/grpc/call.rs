@@ -178,9 +178,7 @@ impl RemoteCall {
 impl Call {
     /// The request's custom headers.
     pub(crate) fn request_metadata(&self) -> &Metadata {
-        self.shared
-            .as_deref()
-            .map_or(&self.metadata, |head| &head.metadata)
+        request_metadata(&self.shared, &self.metadata)
     }
 
     /// Readies a finished call's room for the next one.
@@ -206,6 +204,16 @@ impl Call {
         self.compress = false;
         self.compressed_request = false;
     }
+}
+
+/// A call's request metadata: the shared head's when it repeats a
+/// remembered header block, else its own. A function of the two fields, so
+/// that it can be borrowed beside the call's other fields.
+pub(crate) fn request_metadata<'a>(
+    shared: &'a Option<Rc<SharedHead>>,
+    own: &'a Metadata,
+) -> &'a Metadata {
+    shared.as_deref().map_or(own, |head| &head.metadata)
 }
 
 #[cfg(test)]

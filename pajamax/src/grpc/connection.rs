@@ -20,13 +20,14 @@
 //!    and the socket takes more.
 
 use crate::fast_hash::BuildStreamIdHasher;
-use crate::grpc::call::{Call, RemoteCall, SharedHead, State, Waiting};
+use crate::grpc::call::{self, Call, RemoteCall, SharedHead, State, Waiting};
 use crate::grpc::compression::{self, Encoding};
 use crate::grpc::context::{AnswerTo, Context, PeerIdentity, ResponseMetadata};
 use crate::grpc::executor;
 use crate::grpc::framing::{self, PREFIX_LEN};
 use crate::grpc::head;
 use crate::grpc::intercept::FinishedCall;
+use crate::grpc::metadata::Metadata;
 use crate::grpc::remote::{CancelReason, Delivery, Inbox, Part};
 use crate::grpc::response;
 use crate::grpc::router::{Route, Router};
@@ -101,6 +102,47 @@ const PRODUCE_CHUNK: usize = 16 << 10;
 /// The most room the list of h2 events keeps between reads.
 const KEPT_EVENTS: usize = 32;
 
+/// What the context of every call takes from its connection.
+struct CallEnv {
+    peer: Option<SocketAddr>,
+    /// Over TLS, the certificates the client presented.
+    peer_identity: PeerIdentity,
+    /// Where answers from other threads come back, and this connection's
+    /// id there.
+    inbox: Option<(Arc<Inbox>, u64)>,
+    /// Answer bytes a thread's sink may have on their way.
+    credit: usize,
+    /// Request bytes that may wait for a thread.
+    incoming_limit: usize,
+}
+
+impl CallEnv {
+    /// The context of the call on `stream`; with `remote` its handler may
+    /// take the call to another thread.
+    #[inline]
+    fn context<'a>(
+        &'a self,
+        stream: u32,
+        metadata: &'a Metadata,
+        deadline: Option<Instant>,
+        response: &'a mut ResponseMetadata,
+        remote: bool,
+    ) -> Context<'a> {
+        let ctx = Context::new(metadata, deadline, self.peer, response)
+            .with_peer_identity(&self.peer_identity);
+        match &self.inbox {
+            Some((inbox, connection)) if remote => ctx.answer_to(AnswerTo {
+                inbox,
+                connection: *connection,
+                stream,
+                credit: self.credit,
+                incoming_limit: self.incoming_limit,
+            }),
+            _ => ctx,
+        }
+    }
+}
+
 /// The gRPC server side of one connection.
 pub struct GrpcConnection {
     h2: Connection,
@@ -116,17 +158,12 @@ pub struct GrpcConnection {
     /// Answer bytes the connection may hold for the client's windows before
     /// producers stop being pulled.
     max_held: usize,
-    /// Answer bytes a thread's sink may have on their way.
-    credit: usize,
-    /// Request bytes that may wait for a thread.
-    incoming_limit: usize,
     /// Request bytes the calls hold now.
     buffered: usize,
-    peer: Option<SocketAddr>,
+    /// What every call's context takes from the connection.
+    env: CallEnv,
     /// What the deadlines of waiting calls count from.
     epoch: Instant,
-    /// Over TLS, the certificates the client presented.
-    peer_identity: PeerIdentity,
     /// Boxed, so that a call moves as a pointer on the way from its
     /// headers to its answer.
     calls: HashMap<u32, Box<Call>, BuildStreamIdHasher>,
@@ -156,9 +193,6 @@ pub struct GrpcConnection {
     /// The server has interceptors, observers.
     intercepting: bool,
     observing: bool,
-    /// Where answers from other threads come back, and this connection's
-    /// id there.
-    inbox: Option<(Arc<Inbox>, u64)>,
     timers: Timers,
     /// Producers on the worker that may send now.
     ready: VecDeque<u32>,
@@ -192,12 +226,15 @@ impl GrpcConnection {
             inflated: Vec::new(),
             deflated: Vec::new(),
             max_held: config.h2.max_held_bytes,
-            credit: config.h2.stream_send_buffer.max(1),
-            incoming_limit: (config.h2.initial_stream_window as usize).max(1),
             buffered: 0,
-            peer,
+            env: CallEnv {
+                peer,
+                peer_identity: PeerIdentity::default(),
+                inbox: None,
+                credit: config.h2.stream_send_buffer.max(1),
+                incoming_limit: (config.h2.initial_stream_window as usize).max(1),
+            },
             epoch: Instant::now(),
-            peer_identity: PeerIdentity::default(),
             calls: HashMap::default(),
             waiting: HashMap::default(),
             spare: Vec::new(),
@@ -212,7 +249,6 @@ impl GrpcConnection {
             answered: 0,
             intercepting,
             observing,
-            inbox: None,
             timers: Timers::default(),
             ready: VecDeque::new(),
             scratch: Vec::new(),
@@ -230,14 +266,14 @@ impl GrpcConnection {
         &mut self,
         certificates: Vec<rustls::pki_types::CertificateDer<'static>>,
     ) {
-        self.peer_identity.certificates = Some(certificates.into_boxed_slice());
+        self.env.peer_identity.certificates = Some(certificates.into_boxed_slice());
     }
 
     /// Lets handlers answer from other threads: the parts come back through
     /// `inbox` tagged with `connection`, and are given to
     /// [`GrpcConnection::deliver`].
     pub fn set_inbox(&mut self, inbox: Arc<Inbox>, connection: u64) {
-        self.inbox = Some((inbox, connection));
+        self.env.inbox = Some((inbox, connection));
     }
 
     // ----- getters -----
@@ -772,22 +808,13 @@ impl GrpcConnection {
     ) {
         self.response_metadata.clear();
         let service = self.router.service(route.service);
-        let mut ctx = Context::new(
+        let mut ctx = self.env.context(
+            stream,
             call.request_metadata(),
             call.deadline,
-            self.peer,
             &mut self.response_metadata,
-        )
-        .with_peer_identity(&self.peer_identity);
-        if let Some((inbox, connection)) = &self.inbox {
-            ctx = ctx.answer_to(AnswerTo {
-                inbox,
-                connection: *connection,
-                stream,
-                credit: self.credit,
-                incoming_limit: self.incoming_limit,
-            });
-        }
+            true,
+        );
         if call.compressed_request {
             ctx = ctx.with_request_compressed(true);
         }
@@ -867,25 +894,12 @@ impl GrpcConnection {
             call.request_bytes = (message.len() + PREFIX_LEN) as u64;
         }
         let service = self.router.service(route.service);
-        let mut ctx = Context::new(
-            call.shared
-                .as_deref()
-                .map_or(&call.metadata, |head| &head.metadata),
-            call.deadline,
-            self.peer,
-            &mut call.response,
-        )
-        .with_peer_identity(&self.peer_identity)
-        .with_request_compressed(call.compressed_request);
-        if let Some((inbox, connection)) = &self.inbox {
-            ctx = ctx.answer_to(AnswerTo {
-                inbox,
-                connection: *connection,
-                stream,
-                credit: self.credit,
-                incoming_limit: self.incoming_limit,
-            });
-        }
+        let compressed = call.compressed_request;
+        let metadata = call::request_metadata(&call.shared, &call.metadata);
+        let mut ctx = self
+            .env
+            .context(stream, metadata, call.deadline, &mut call.response, true)
+            .with_request_compressed(compressed);
         let outcome = if self.intercepting {
             let info = self.router.call_info(route);
             executor::intercept(self.router.hooks(), &info, &mut ctx)
@@ -944,24 +958,10 @@ impl GrpcConnection {
             call.started = Some(now);
         }
         let service = self.router.service(route.service);
-        let mut ctx = Context::new(
-            call.shared
-                .as_deref()
-                .map_or(&call.metadata, |head| &head.metadata),
-            call.deadline,
-            self.peer,
-            &mut call.response,
-        )
-        .with_peer_identity(&self.peer_identity);
-        if let Some((inbox, connection)) = &self.inbox {
-            ctx = ctx.answer_to(AnswerTo {
-                inbox,
-                connection: *connection,
-                stream,
-                credit: self.credit,
-                incoming_limit: self.incoming_limit,
-            });
-        }
+        let metadata = call::request_metadata(&call.shared, &call.metadata);
+        let mut ctx = self
+            .env
+            .context(stream, metadata, call.deadline, &mut call.response, true);
         let outcome = if self.intercepting {
             let info = self.router.call_info(route);
             executor::intercept(self.router.hooks(), &info, &mut ctx)
@@ -1063,16 +1063,11 @@ impl GrpcConnection {
                         break;
                     }
                     let out = &mut self.outgoing;
-                    let mut ctx = Context::new(
-                        call.shared
-                            .as_deref()
-                            .map_or(&call.metadata, |head| &head.metadata),
-                        call.deadline,
-                        self.peer,
-                        &mut call.response,
-                    )
-                    .with_peer_identity(&self.peer_identity)
-                    .with_request_compressed(compressed);
+                    let metadata = call::request_metadata(&call.shared, &call.metadata);
+                    let mut ctx = self
+                        .env
+                        .context(stream, metadata, call.deadline, &mut call.response, false)
+                        .with_request_compressed(compressed);
                     let message = &framed[PREFIX_LEN..];
                     let outcome = executor::on_message(handler.as_mut(), &mut ctx, message, out);
                     if let Some(choice) = ctx.compression_choice() {
@@ -1145,29 +1140,18 @@ impl GrpcConnection {
                 out.messages.clear();
                 out.headers_now = false;
                 out.full = false;
-                let mut ctx = Context::new(
-                    call.shared
-                        .as_deref()
-                        .map_or(&call.metadata, |head| &head.metadata),
-                    call.deadline,
-                    self.peer,
-                    &mut call.response,
-                )
-                .with_peer_identity(&self.peer_identity);
+                // A client-streaming handler may answer from a thread.
                 let client_streaming = call
                     .route
                     .is_some_and(|r| r.kind == MethodKind::ClientStreaming);
-                if client_streaming {
-                    if let Some((inbox, connection)) = &self.inbox {
-                        ctx = ctx.answer_to(AnswerTo {
-                            inbox,
-                            connection: *connection,
-                            stream,
-                            credit: self.credit,
-                            incoming_limit: self.incoming_limit,
-                        });
-                    }
-                }
+                let metadata = call::request_metadata(&call.shared, &call.metadata);
+                let mut ctx = self.env.context(
+                    stream,
+                    metadata,
+                    call.deadline,
+                    &mut call.response,
+                    client_streaming,
+                );
                 let outcome = executor::on_end(handler.as_mut(), &mut ctx, out);
                 let choice = ctx.compression_choice();
                 let remote = ctx.take_remote();

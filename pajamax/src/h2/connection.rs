@@ -47,6 +47,10 @@ use crate::h2::streams::{RecvHalf, SendHalf, Stream, Streams, NO_LENGTH};
 use std::collections::hash_map::Entry;
 use std::ops::Range;
 
+/// Room the batch's field list keeps between reads: a read of many large
+/// header blocks gives the rest back.
+const FIELDS_KEEP: usize = 64 << 10;
+
 /// What the peer asked for, in the order it arrived.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -240,7 +244,7 @@ impl Connection {
     /// Control frames are answered into the output; request events are
     /// appended to `events`, whose `Data` ranges index `input`.
     pub fn recv(&mut self, input: &[u8], events: &mut Vec<Event>) -> usize {
-        self.fields.clear();
+        self.fields.clear_keeping(FIELDS_KEEP);
         self.repeated.new_batch();
         self.batch = self.batch.wrapping_add(1);
         if self.error.is_some() {
@@ -451,6 +455,10 @@ impl Connection {
         result
     }
 
+    /// A complete header block: a request's head, or trailers. Only a
+    /// request's fields stay in the batch's field list (its event points at
+    /// them); those of trailers or of a block that fails go at once, so
+    /// blocks that open nothing cannot pile fields up in one read.
     fn on_header_block(
         &mut self,
         id: u32,
@@ -459,7 +467,24 @@ impl Connection {
         self_dependent: bool,
         events: &mut Vec<Event>,
     ) -> Result<(), Error> {
+        let first_field = self.fields.len();
         let is_trailers = self.streams.contains(id);
+        let result = self.header_block(id, is_trailers, block, end_stream, self_dependent, events);
+        if is_trailers || result.is_err() {
+            self.fields.truncate(first_field);
+        }
+        result
+    }
+
+    fn header_block(
+        &mut self,
+        id: u32,
+        is_trailers: bool,
+        block: &[u8],
+        end_stream: bool,
+        self_dependent: bool,
+        events: &mut Vec<Event>,
+    ) -> Result<(), Error> {
         let first_field = self.fields.len();
         let max_list = self.config.max_header_list_size as usize;
         let (check, block_id) = if is_trailers {

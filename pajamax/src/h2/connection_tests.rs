@@ -508,6 +508,36 @@ fn concurrent_stream_limit_refuses_the_extra_stream() {
 }
 
 #[test]
+fn refused_header_blocks_leave_no_fields_behind() {
+    // Each refused block decodes to a large field list; none of it may stay
+    // in the read's field list, or one read of small frames could pin
+    // megabytes.
+    let mut peer = Peer::new(Config {
+        max_concurrent_streams: 1,
+        ..Config::default()
+    });
+    let big = "v".repeat(4000);
+    let mut bytes = peer.headers_frame(1, false);
+    for id in (3..=401).step_by(2) {
+        let block =
+            peer.client
+                .literal_block(&[(":method", "POST"), (":path", "/a.B/C"), ("x-big", &big)]);
+        bytes.extend(Frame::headers(id, &block, false).to_bytes());
+    }
+    let events = peer.feed(&bytes);
+    assert_eq!(events.len(), 1, "only stream 1 opens");
+    let Event::Request { fields, .. } = &events[0] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(
+        peer.conn.fields().len(),
+        fields.end,
+        "only stream 1's fields stay"
+    );
+    assert!(peer.take_frames().len() >= 200);
+}
+
+#[test]
 fn self_dependency_is_a_stream_error() {
     let mut peer = Peer::default();
     peer.feed(&priority(1, 1, 16));

@@ -171,6 +171,16 @@ impl Fields {
         self.bytes.clear();
         self.entries.clear();
     }
+
+    /// Removes every field, keeping the room up to about `bytes` bytes of
+    /// names and values.
+    pub fn clear_keeping(&mut self, bytes: usize) {
+        self.clear();
+        if self.bytes.capacity() > bytes {
+            self.bytes.shrink_to(bytes);
+            self.entries.shrink_to(bytes / 32);
+        }
+    }
 }
 
 /// What a header field is, as far as the codec and the gRPC layer above it

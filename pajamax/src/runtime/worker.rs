@@ -74,6 +74,13 @@ struct Counted {
     answered: u64,
     reads: u64,
     writes: u64,
+    /// The most any connection of the worker has had: unwritten output,
+    /// answer bytes held for the client's windows, request bytes held for
+    /// calls, open streams.
+    peak_output: usize,
+    peak_held: usize,
+    peak_buffered: usize,
+    peak_streams: usize,
 }
 
 pub(crate) struct Worker {
@@ -246,6 +253,26 @@ impl Worker {
         if counted.writes != published.writes {
             shared.writes.store(counted.writes, Ordering::Relaxed);
         }
+        // Peaks shared by all workers: written only when this one's rose.
+        let all = &self.shared;
+        for (mine, before, global) in [
+            (counted.peak_output, published.peak_output, &all.peak_output),
+            (counted.peak_held, published.peak_held, &all.peak_held),
+            (
+                counted.peak_buffered,
+                published.peak_buffered,
+                &all.peak_buffered,
+            ),
+            (
+                counted.peak_streams,
+                published.peak_streams,
+                &all.peak_streams,
+            ),
+        ] {
+            if mine > before {
+                global.fetch_max(mine, Ordering::Relaxed);
+            }
+        }
         *published = counted;
     }
 
@@ -324,7 +351,7 @@ impl Worker {
         self.counted.answered += conn.grpc.take_answered();
         self.counted.reads += std::mem::take(&mut conn.reads);
         self.counted.writes += std::mem::take(&mut conn.writes);
-        record_peaks(conn, &self.shared);
+        record_peaks(conn, &mut self.counted, &self.shared);
         if let Outcome::Closed = outcome {
             return self.remove(slot);
         }
@@ -333,8 +360,24 @@ impl Worker {
                 conn.timer = Some(at);
                 self.timers
                     .push(Reverse((at, slot, self.generations[slot])));
+                if self.timers.len() > 2 * self.conns.len() + 64 {
+                    self.prune_timers();
+                }
             }
         }
+    }
+
+    /// Drops the timer entries no connection waits for any more (an earlier
+    /// time armed since, or the connection gone): a peer that keeps moving
+    /// its deadlines earlier cannot grow the heap.
+    fn prune_timers(&mut self) {
+        let (conns, generations) = (&self.conns, &self.generations);
+        self.timers.retain(|Reverse((at, slot, generation))| {
+            generations[*slot] == *generation
+                && conns[*slot]
+                    .as_ref()
+                    .is_some_and(|conn| conn.timer == Some(*at))
+        });
     }
 
     /// Hands the connections whose time has come their timeouts, and
@@ -654,20 +697,14 @@ fn produce_more(
 }
 
 /// Folds what the connection holds now into the server's high-water marks.
-fn record_peaks(conn: &mut Conn, shared: &Shared) {
+fn record_peaks(conn: &mut Conn, counted: &mut Counted, shared: &Shared) {
     let h2 = conn.grpc.h2();
-    shared
-        .peak_output
-        .fetch_max(h2.output().len(), Ordering::Relaxed);
-    shared
-        .peak_held
-        .fetch_max(h2.held_bytes(), Ordering::Relaxed);
-    shared
+    counted.peak_output = counted.peak_output.max(h2.output().len());
+    counted.peak_held = counted.peak_held.max(h2.held_bytes());
+    counted.peak_buffered = counted
         .peak_buffered
-        .fetch_max(conn.grpc.buffered_request_bytes(), Ordering::Relaxed);
-    shared
-        .peak_streams
-        .fetch_max(h2.open_streams(), Ordering::Relaxed);
+        .max(conn.grpc.buffered_request_bytes());
+    counted.peak_streams = counted.peak_streams.max(h2.open_streams());
     if !conn.error_counted && h2.error().is_some_and(|e| e.reason != Reason::NO_ERROR) {
         conn.error_counted = true;
         shared.connection_errors.fetch_add(1, Ordering::Relaxed);

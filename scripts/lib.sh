@@ -259,7 +259,7 @@ run_h2spec() {
         echo "$line" | sed -E 's/^([0-9]+) tests, ([0-9]+) passed, ([0-9]+) skipped, ([0-9]+) failed.*/\1 \2 \3 \4/'
     )
     summary+=("$label: $passed/$total passed, $failed failed, $skipped skipped")
-    if [ "$failed" -ne 0 ] || [ "$rc" -ne 0 ] || [ "$passed" -ne "$total" ]; then
+    if [ "$total" -eq 0 ] || [ "$failed" -ne 0 ] || [ "$rc" -ne 0 ] || [ "$passed" -ne "$total" ]; then
         echo "h2spec ($name) failures:" >&2
         sed -n '/^Failures:/,$p' "$out" >&2
         failures=$((failures + 1))

@@ -165,6 +165,11 @@ async fn every_listed_service_is_described_on_both_versions() {
         let listed = services(&ask(&addr, path, vec![list()]).await[0]);
         let questions = listed.iter().map(|name| symbol(name)).collect();
         let answers = ask(&addr, path, questions).await;
+        assert!(
+            listed.iter().any(|s| s == "helloworld.Greeter"),
+            "{listed:?}"
+        );
+        assert_eq!(answers.len(), listed.len());
         for (name, answer) in listed.iter().zip(&answers) {
             let files = files(answer);
             let (package, service) = name.rsplit_once('.').unwrap();

@@ -278,8 +278,9 @@ async fn graceful_shutdown_tells_the_watchers_and_ends_their_streams() {
     assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
     assert_eq!(health.watchers(), 0);
     assert!(health.is_shut_down());
-    assert!(health
-        .statuses()
+    let statuses = health.statuses();
+    assert!(statuses.contains_key("test.Echo"), "{statuses:?}");
+    assert!(statuses
         .values()
         .all(|s| *s == pajamax_health::ServingStatus::NotServing));
 }

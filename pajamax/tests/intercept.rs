@@ -102,8 +102,10 @@ async fn a_rejected_call_never_reaches_its_handler() {
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::PermissionDenied);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    // CountThread's handler starts a thread that counts itself done.
+    // CountThread's handler starts a thread that counts itself done, or
+    // counts its sends cancelled if the call ended under it.
     assert_eq!(seen.threads_done.load(Ordering::SeqCst), 0);
+    assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 0);
     common::stop(server).await;
 }
 

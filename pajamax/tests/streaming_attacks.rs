@@ -163,6 +163,10 @@ async fn many_unread_half_open_streams_hold_a_bounded_amount() {
     );
     good_client_is_served(&server).await;
     let opened = unread.len();
+    // The bound was put to the test: streams were open and the server
+    // held bytes for them.
+    assert!(opened >= 32, "{opened} streams opened");
+    assert!(stats.peak_held_bytes >= 1 << 19, "{stats:?}");
     drop(unread);
     drop(channel);
     wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == opened).await;

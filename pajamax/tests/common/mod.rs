@@ -222,9 +222,32 @@ pub async fn streams_unary(
 }
 
 /// Asserts that `channel` still carries calls, after a call on it went
-/// wrong: a short streaming call of `method`'s kind.
+/// wrong: a unary call, then a short streaming call to `method` ("Sum", a
+/// client stream, or "Count", a server stream).
 pub async fn echo_works_on(channel: Channel, method: &str) {
-    let _ = method;
-    let reply = streams_unary(channel, 42).await.unwrap();
+    let reply = streams_unary(channel.clone(), 42).await.unwrap();
     assert_eq!(reply.get_ref().value, 42);
+    let ask = |value, count| streams::Ask {
+        value,
+        count,
+        ..Default::default()
+    };
+    match method {
+        "Sum" => {
+            let asks = vec![ask(40, 0), ask(2, 0)];
+            let reply = streams::client_stream(channel, method, asks).await.unwrap();
+            assert_eq!(reply.get_ref().value, 42);
+        }
+        "Count" => {
+            let request = tonic::Request::new(ask(0, 3));
+            let response = streams::server_stream(channel, method, request)
+                .await
+                .unwrap();
+            let (items, end, _) = streams::collect(response.into_inner()).await;
+            end.unwrap();
+            let values: Vec<u64> = items.iter().map(|i| i.value).collect();
+            assert_eq!(values, [1, 2, 3]);
+        }
+        other => panic!("no short call for {other}"),
+    }
 }

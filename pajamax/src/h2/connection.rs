@@ -592,9 +592,13 @@ impl Connection {
         if let Settings::Ack = settings {
             return Ok(());
         }
+        let initial_window = self.peer.initial_window;
         self.peer
             .apply(&settings, &mut self.streams, &mut self.output)?;
         frame::write_settings_ack(self.output.buf());
+        if self.peer.initial_window > initial_window {
+            self.send_flow.stream_windows_opened(&mut self.streams);
+        }
         self.flush_blocked(events);
         Ok(())
     }
@@ -632,6 +636,8 @@ impl Connection {
             if stream.send_window.adjust(i64::from(increment)).is_err() {
                 return Err(Error::Reset(head.stream, Reason::FLOW_CONTROL_ERROR));
             }
+            self.send_flow
+                .stream_window_opened(&mut self.streams, head.stream);
         }
         self.flush_blocked(events);
         Ok(())

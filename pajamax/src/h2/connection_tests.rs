@@ -792,6 +792,96 @@ fn send_respects_windows_and_resumes_on_window_update() {
 }
 
 #[test]
+fn streams_shut_by_their_own_window_wait_aside() {
+    // Each stream may receive 4 bytes; the connection window stays open.
+    let mut peer = Peer::default();
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 4)]));
+    peer.take_frames();
+    let streams: Vec<u32> = (0..500).map(|i| 1 + 2 * i).collect();
+    for &id in &streams {
+        let bytes = peer.headers_frame(id, true);
+        peer.feed(&bytes);
+        peer.conn
+            .send_headers(id, &[Field::indexed(b":status", b"200")], false);
+        assert_eq!(peer.conn.send_data(id, &[7; 10], true), 10);
+    }
+    peer.take_frames();
+    assert_eq!(peer.conn.held_bytes(), 500 * 6);
+    // None can send until its own window opens: none waits in the queue
+    // that the connection's window serves, so a WINDOW_UPDATE for one
+    // stream does not walk the others.
+    assert_eq!(peer.conn.blocked_len(), 0);
+
+    let mut updates = Vec::new();
+    for _ in 0..3 {
+        updates.extend(window_update(999, 1));
+    }
+    peer.feed(&updates);
+    let frames = peer.take_frames();
+    let sent: Vec<(u32, usize)> = frames
+        .iter()
+        .filter(|f| f.kind == kind::DATA)
+        .map(|f| (f.stream, f.payload.len()))
+        .collect();
+    assert_eq!(sent, vec![(999, 1); 3]);
+    assert_eq!(peer.conn.blocked_len(), 0);
+
+    // Shut by the connection's window instead, a stream waits in the queue
+    // and goes on when that opens.
+    peer.feed(&window_update(1, 100));
+    assert_eq!(peer.take_frames().len(), 1, "the rest of stream 1 at once");
+    assert!(!peer.conn.is_stream_open(1));
+
+    // A larger initial window opens all the others.
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 100)]));
+    let frames = peer.take_frames();
+    let ended = frames
+        .iter()
+        .filter(|f| f.kind == kind::DATA && f.has(flag::END_STREAM))
+        .count();
+    assert_eq!(ended, 499);
+    assert_eq!(peer.conn.held_bytes(), 0);
+    assert!(streams.iter().all(|&id| !peer.conn.is_stream_open(id)));
+}
+
+#[test]
+fn streams_shut_by_the_connection_window_resume_in_turn() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, true);
+    peer.feed(&bytes);
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], false);
+    assert_eq!(peer.conn.send_data(1, &vec![0; 65_535], false), 65_535);
+    for id in [3, 5] {
+        let bytes = peer.headers_frame(id, true);
+        peer.feed(&bytes);
+        peer.conn
+            .send_headers(id, &[Field::indexed(b":status", b"200")], false);
+        assert_eq!(peer.conn.send_data(id, &[id as u8; 30], true), 30);
+    }
+    peer.take_frames();
+    assert_eq!(peer.conn.blocked_len(), 2);
+    // 40 bytes of connection window: stream 3's 30, then 10 of stream 5's.
+    peer.feed(&window_update(0, 40));
+    let sent: Vec<(u32, usize)> = peer
+        .take_frames()
+        .iter()
+        .filter(|f| f.kind == kind::DATA)
+        .map(|f| (f.stream, f.payload.len()))
+        .collect();
+    assert_eq!(sent, vec![(3, 30), (5, 10)]);
+    peer.feed(&window_update(0, 40));
+    let sent: Vec<(u32, usize)> = peer
+        .take_frames()
+        .iter()
+        .filter(|f| f.kind == kind::DATA)
+        .map(|f| (f.stream, f.payload.len()))
+        .collect();
+    assert_eq!(sent, vec![(5, 20)]);
+    assert_eq!(peer.conn.blocked_len(), 0);
+}
+
+#[test]
 fn connection_window_is_shared_and_data_split_by_frame_size() {
     let mut peer = Peer::default();
     let mut bytes = peer.headers_frame(1, true);

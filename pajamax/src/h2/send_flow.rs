@@ -1,6 +1,9 @@
 //! Send flow control (RFC 9113 section 6.9): response bytes go out as far
-//! as the peer's windows allow; the rest waits per stream, in a queue of
-//! streams served in turn as WINDOW_UPDATEs arrive.
+//! as the peer's windows allow; the rest waits per stream. A stream whose
+//! own window is open waits in a queue for the connection's window, served
+//! in turn as it opens; a stream whose own window is shut waits aside until
+//! a WINDOW_UPDATE (or a larger SETTINGS_INITIAL_WINDOW_SIZE) opens it, so
+//! that no frame makes the connection walk streams that cannot send.
 
 use crate::h2::connection::Event;
 use crate::h2::fields::Fields;
@@ -18,6 +21,9 @@ pub(crate) struct PendingSend {
     sent: usize,
     end_stream: bool,
     trailers: Option<Fields>,
+    /// In the queue of streams waiting for the connection's window (its
+    /// own window was open when it was queued).
+    queued: bool,
 }
 
 impl PendingSend {
@@ -66,9 +72,45 @@ impl SendFlow {
         self.held
     }
 
-    /// How many stream ids wait in the queue.
+    /// How many stream ids wait in the queue for the connection's window.
     pub(crate) fn blocked_len(&self) -> usize {
         self.blocked.len()
+    }
+
+    /// Queues stream `id` for the connection's window if it holds bytes,
+    /// waits aside for its own window, and that window is now open: after
+    /// a WINDOW_UPDATE for the stream or a larger initial window.
+    pub(crate) fn stream_window_opened(&mut self, streams: &mut Streams, id: u32) {
+        let Some(state) = streams.get_mut(id) else {
+            return;
+        };
+        if state.send_window.available() == 0 {
+            return;
+        }
+        match state.pending.as_mut() {
+            Some(pending) if !pending.queued => pending.queued = true,
+            _ => return,
+        }
+        self.queue_blocked(streams, id);
+    }
+
+    /// [`SendFlow::stream_window_opened`] for every stream (after the
+    /// initial window grew).
+    pub(crate) fn stream_windows_opened(&mut self, streams: &mut Streams) {
+        let mut opened = Vec::new();
+        for (id, state) in streams.iter_mut() {
+            if state.send_window.available() == 0 {
+                continue;
+            }
+            if let Some(pending) = state.pending.as_mut().filter(|p| !p.queued) {
+                pending.queued = true;
+                opened.push(id);
+            }
+        }
+        opened.sort_unstable();
+        for id in opened {
+            self.queue_blocked(streams, id);
+        }
     }
 
     /// Forgets everything held (after a connection error).
@@ -156,16 +198,22 @@ impl SendFlow {
         );
         if sent < data.len() {
             self.held += data.len() - sent;
+            // Shut by the connection's window: queued for it; by its own:
+            // aside until that opens.
+            let queued = state.send_window.available() > 0;
             state.pending = Some(Box::new(PendingSend {
                 data: data[sent..].to_vec(),
                 sent: 0,
                 end_stream,
                 trailers: None,
+                queued,
             }));
             if end_stream {
                 state.send = SendHalf::Closing;
             }
-            self.queue_blocked(streams, id);
+            if queued {
+                self.queue_blocked(streams, id);
+            }
             Sent {
                 accepted: data.len(),
                 closed: false,
@@ -193,20 +241,25 @@ impl SendFlow {
         true
     }
 
-    /// Queues a stream that now waits for the peer's windows. Streams
+    /// Queues a stream that now waits for the connection's window. Streams
     /// reset while waiting leave their ids behind until a flush passes;
     /// dropping those whenever they outnumber the live ones keeps the queue
     /// bounded by the open streams even if the windows stay shut.
     fn queue_blocked(&mut self, streams: &Streams, id: u32) {
         if self.blocked.len() >= 2 * streams.len() + 16 {
-            self.blocked
-                .retain(|id| streams.get(*id).is_some_and(|s| s.pending.is_some()));
+            self.blocked.retain(|id| {
+                streams
+                    .get(*id)
+                    .and_then(|s| s.pending.as_ref())
+                    .is_some_and(|p| p.queued)
+            });
         }
         self.blocked.push_back(id);
     }
 
     /// Sends what the windows now allow of the held responses, in order,
-    /// visiting at most `rounds` queued streams; a stream that may send
+    /// visiting at most `rounds` queued streams (a stream whose own window
+    /// is then shut leaves the queue until it opens); a stream that may send
     /// more and got bytes out is reported as [`Event::Writable`]. Stops
     /// early at a stream whose response is now complete and returns it, for
     /// the caller to close before calling again.
@@ -226,6 +279,11 @@ impl SendFlow {
             let Some(mut pending) = state.pending.take() else {
                 continue;
             };
+            if !pending.queued {
+                // A stale id of a stream that has since waited aside.
+                state.pending = Some(pending);
+                continue;
+            }
             let max_frame = output.max_frame();
             let sent = write_data_frames(
                 output.buf(),
@@ -249,8 +307,12 @@ impl SendFlow {
                     pending.data.drain(..pending.sent);
                     pending.sent = 0;
                 }
+                pending.queued = state.send_window.available() > 0;
+                let queued = pending.queued;
                 state.pending = Some(pending);
-                self.blocked.push_back(id);
+                if queued {
+                    self.blocked.push_back(id);
+                }
                 continue;
             }
             if let Some(trailers) = pending.trailers.take() {

@@ -152,6 +152,11 @@ impl Streams {
         self.open.values_mut()
     }
 
+    /// The open streams with their ids.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut Stream)> {
+        self.open.iter_mut().map(|(id, stream)| (*id, stream))
+    }
+
     /// Forgets every open stream (after a connection error).
     pub(crate) fn clear(&mut self) {
         self.open.clear();

@@ -1,6 +1,7 @@
 //! Worker threads and the acceptor: the only part of pajamax that does I/O.
 
 pub(crate) mod acceptor;
+mod slots;
 #[cfg(feature = "tls")]
 pub(crate) mod tls;
 pub(crate) mod worker;

@@ -5,6 +5,7 @@ use crate::grpc::connection::GrpcConnection;
 use crate::grpc::remote::{Delivery, Inbox};
 use crate::grpc::router::Router;
 use crate::h2::frame::Reason;
+use crate::runtime::slots::SlotList;
 #[cfg(feature = "tls")]
 use crate::runtime::tls::TlsSession;
 use crate::runtime::{RuntimeConfig, Shared, Socket};
@@ -97,7 +98,13 @@ pub(crate) struct Worker {
     free: Vec<usize>,
     inbox: Arc<Inbox>,
     deliveries: Vec<Delivery>,
-    again: Vec<usize>,
+    /// Connections to serve in the next turn even without an event.
+    again: SlotList,
+    /// Connections to serve later in this turn (a turn's `again`, and those
+    /// timers and other threads bring).
+    due: SlotList,
+    /// Connections the last deliveries reached.
+    delivered: SlotList,
     /// Where every connection's reads go: a connection holds on to input
     /// only while it is an incomplete frame or reading is paused.
     read_buf: Vec<u8>,
@@ -148,7 +155,9 @@ impl Worker {
             free: Vec::new(),
             inbox,
             deliveries: Vec::new(),
-            again: Vec::new(),
+            again: SlotList::default(),
+            due: SlotList::default(),
+            delivered: SlotList::default(),
             read_buf,
             #[cfg(feature = "tls")]
             cipher_buf: Vec::new(),
@@ -195,25 +204,28 @@ impl Worker {
                 }
             }
             let now = Instant::now();
-            let mut again = std::mem::take(&mut self.again);
+            let mut due = std::mem::take(&mut self.due);
+            self.again.move_to(&mut due);
             for event in events.iter() {
                 match event.token() {
                     WAKER => {
                         self.take_new_connections(now);
-                        self.deliver(&mut again, now);
+                        self.deliver(&mut due, now);
                     }
                     Token(t) => {
                         let slot = t - 1;
-                        again.retain(|&s| s != slot);
+                        // Served now: not again in this turn.
+                        due.strike(slot);
                         self.on_ready(slot, now);
                     }
                 }
             }
-            self.expire_timers(now, &mut again);
-            for slot in again.drain(..) {
+            self.expire_timers(now, &mut due);
+            let mut from = 0;
+            while let Some(slot) = due.pop_front(&mut from) {
                 self.on_ready(slot, now);
             }
-            self.again.append(&mut again);
+            self.due = due;
             if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
                 self.begin_shutdown(now);
                 // The sweep that ends the grace period comes on time.
@@ -382,7 +394,7 @@ impl Worker {
 
     /// Hands the connections whose time has come their timeouts, and
     /// queues them to be served.
-    fn expire_timers(&mut self, now: Instant, touched: &mut Vec<usize>) {
+    fn expire_timers(&mut self, now: Instant, touched: &mut SlotList) {
         while let Some(Reverse((at, slot, generation))) = self.timers.peek().copied() {
             if at > now {
                 break;
@@ -399,9 +411,7 @@ impl Worker {
             }
             conn.timer = None;
             conn.grpc.handle_timeout(now);
-            if !touched.contains(&slot) {
-                touched.push(slot);
-            }
+            touched.push(slot);
         }
     }
 
@@ -473,10 +483,10 @@ impl Worker {
     /// Hands the answer parts that came back from other threads to their
     /// connections; each connection touched is then served once, so all
     /// its answers leave in one write.
-    fn deliver(&mut self, touched: &mut Vec<usize>, now: Instant) {
+    fn deliver(&mut self, touched: &mut SlotList, now: Instant) {
         let mut deliveries = std::mem::take(&mut self.deliveries);
         self.inbox.drain(&mut deliveries);
-        let first = touched.len();
+        let mut delivered = std::mem::take(&mut self.delivered);
         for delivery in deliveries.drain(..) {
             let slot = (delivery.connection & u64::from(u32::MAX)) as usize;
             if connection_id(slot, *self.generations.get(slot).unwrap_or(&0)) != delivery.connection
@@ -485,17 +495,18 @@ impl Worker {
             }
             if let Some(conn) = self.conns[slot].as_mut() {
                 conn.grpc.deliver(delivery);
-                if !touched.contains(&slot) {
-                    touched.push(slot);
-                }
+                delivered.push(slot);
             }
         }
-        for &slot in &touched[first..] {
+        let mut from = 0;
+        while let Some(slot) = delivered.pop_front(&mut from) {
             if let Some(conn) = self.conns[slot].as_mut() {
                 conn.grpc.settle(now);
+                touched.push(slot);
             }
         }
         self.deliveries = deliveries;
+        self.delivered = delivered;
     }
 
     fn remove(&mut self, slot: usize) {
@@ -519,7 +530,7 @@ fn serve(
     conn: &mut Conn,
     config: &RuntimeConfig,
     now: Instant,
-    again: &mut Vec<usize>,
+    again: &mut SlotList,
     slot: usize,
     buf: &mut Vec<u8>,
     #[cfg(feature = "tls")] cipher: &mut Vec<u8>,
@@ -670,7 +681,7 @@ fn keep_input(conn: &mut Conn, rest: &[u8]) {
 /// a connection with more to make and a socket still taking it is served
 /// again after the others.
 #[inline]
-fn produce(conn: &mut Conn, now: Instant, again: &mut Vec<usize>, slot: usize) -> io::Result<()> {
+fn produce(conn: &mut Conn, now: Instant, again: &mut SlotList, slot: usize) -> io::Result<()> {
     if !conn.grpc.wants_to_produce() {
         return Ok(());
     }
@@ -680,7 +691,7 @@ fn produce(conn: &mut Conn, now: Instant, again: &mut Vec<usize>, slot: usize) -
 fn produce_more(
     conn: &mut Conn,
     now: Instant,
-    again: &mut Vec<usize>,
+    again: &mut SlotList,
     slot: usize,
 ) -> io::Result<()> {
     for _ in 0..READS_PER_TURN {

@@ -9,6 +9,7 @@ use crate::grpc::remote::Shared;
 use crate::grpc::router::Route;
 use crate::grpc::status::Status;
 use crate::grpc::streaming::{RawHandler, RawProducer};
+use crate::h2::REMEMBERED_BLOCKS;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -70,6 +71,37 @@ pub(crate) struct SharedHead {
     pub accept_gzip: bool,
     /// The custom headers.
     pub metadata: Metadata,
+}
+
+/// The heads of the last few remembered header blocks (as many as the
+/// codec remembers), the most recently used first.
+#[derive(Debug, Default)]
+pub(crate) struct RememberedHeads {
+    heads: [Option<Rc<SharedHead>>; REMEMBERED_BLOCKS],
+}
+
+impl RememberedHeads {
+    /// The head of the codec's remembered block `block_id` (not 0).
+    #[inline]
+    pub(crate) fn find(&mut self, block_id: u64) -> Option<Rc<SharedHead>> {
+        if block_id == 0 {
+            return None;
+        }
+        let of =
+            |head: &Option<Rc<SharedHead>>| head.as_ref().is_some_and(|h| h.block_id == block_id);
+        if of(&self.heads[0]) {
+            return self.heads[0].clone();
+        }
+        let at = self.heads.iter().position(of)?;
+        self.heads[..=at].rotate_right(1);
+        self.heads[0].clone()
+    }
+
+    /// Remembers `head` in place of the least recently used one.
+    pub(crate) fn insert(&mut self, head: SharedHead) {
+        self.heads.rotate_right(1);
+        self.heads[0] = Some(Rc::new(head));
+    }
 }
 
 /// A unary or server-streaming call that repeats a remembered header block

@@ -20,7 +20,7 @@
 //!    and the socket takes more.
 
 use crate::fast_hash::BuildStreamIdHasher;
-use crate::grpc::call::{self, Call, RemoteCall, SharedHead, State, Waiting};
+use crate::grpc::call::{self, Call, RememberedHeads, RemoteCall, SharedHead, State, Waiting};
 use crate::grpc::compression::{self, Encoding};
 use crate::grpc::context::{AnswerTo, Context, PeerIdentity, ResponseMetadata};
 use crate::grpc::executor;
@@ -41,7 +41,6 @@ use crate::h2::Config as H2Config;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -187,7 +186,7 @@ pub struct GrpcConnection {
     last_route: Option<(u64, Route)>,
     /// The head of the last gRPC request whose header block the codec
     /// remembered, by the block's id.
-    repeated: Option<Rc<SharedHead>>,
+    repeated: RememberedHeads,
     /// Calls answered (their status sent) since the runtime last asked.
     answered: u64,
     /// The server has interceptors, observers.
@@ -245,7 +244,7 @@ impl GrpcConnection {
             text: Vec::new(),
             memos: response::Memos::default(),
             last_route: None,
-            repeated: None,
+            repeated: RememberedHeads::default(),
             answered: 0,
             intercepting,
             observing,
@@ -438,10 +437,7 @@ impl GrpcConnection {
             self.answer_status(stream, &status);
             return Opened::Done;
         }
-        let repeated = match &self.repeated {
-            Some(head) if block_id != 0 && head.block_id == block_id => Some(head.clone()),
-            _ => None,
-        };
+        let repeated = self.repeated.find(block_id);
         if let Some(head) = &repeated {
             if !end_stream
                 && matches!(
@@ -586,14 +582,14 @@ impl GrpcConnection {
         let route = route.expect("checked above");
         call.encoding = head.encoding.expect("checked above");
         if block_id != 0 {
-            self.repeated = Some(Rc::new(SharedHead {
+            self.repeated.insert(SharedHead {
                 block_id,
                 route,
                 timeout: head.timeout,
                 encoding: call.encoding,
                 accept_gzip: call.accept_gzip,
                 metadata: call.metadata.clone(),
-            }));
+            });
         }
         Ok(Some(route))
     }
@@ -1986,6 +1982,48 @@ mod tests {
             assert_eq!(reply, [stream as u8, b'!'], "its own body and metadata");
         }
         assert_eq!(heard.status(9), None);
+    }
+
+    #[test]
+    fn calls_of_blocks_that_take_turns_wait_as_their_own_heads() {
+        let mut conn = connection();
+        let mut client = Client::new();
+        let now = Instant::now();
+        let mut input = Client::handshake(&[]);
+        // Two header blocks in turn (as a client calling with two tags):
+        // once each is in the HPACK table, both are remembered.
+        let streams: Vec<u32> = (0..12).map(|i| 1 + 2 * i).collect();
+        let tag = |stream: u32| if stream % 4 == 1 { "a" } else { "b" };
+        for &stream in &streams {
+            Frame::headers(
+                stream,
+                &client.request_block("/test.S/Echo", &[("x-tag", tag(stream))]),
+                false,
+            )
+            .write(&mut input);
+        }
+        conn.recv(&input, now);
+        assert_eq!(conn.open_calls(), 12);
+        assert!(conn.waiting.len() >= 8, "{}", conn.waiting.len());
+        let mut input = Vec::new();
+        for &stream in &streams {
+            let message = prost::Message::encode_to_vec(&vec![stream as u8]);
+            let body = pajamax_test_peer::grpc::message(&message);
+            Frame::data(stream, &body, true).write(&mut input);
+        }
+        conn.recv(&input, now);
+        assert_eq!(conn.open_calls(), 0);
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        for &stream in &streams {
+            assert_eq!(heard.status(stream), Some("0"), "stream {stream}");
+            let reply: Vec<u8> = prost::Message::decode(heard.messages_on(stream)[0]).unwrap();
+            assert_eq!(
+                reply,
+                [stream as u8, tag(stream).as_bytes()[0]],
+                "its own body and metadata"
+            );
+        }
     }
 
     #[test]

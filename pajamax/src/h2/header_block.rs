@@ -124,38 +124,52 @@ pub(crate) fn decode(
 /// The longest request block remembered.
 const REPEAT_MAX: usize = 512;
 
-/// The last request header block that decoded without changing the HPACK
-/// table, and what came of it. Clients repeat the same block call after call
-/// (the same method, the same fields, all indexed or remembered); while the
-/// table stays the same, a repeat decodes to the same fields, so it costs a
-/// comparison and a copy.
-#[derive(Default)]
-pub(crate) struct RepeatedBlock {
+/// How many request blocks are remembered: a client that calls a few
+/// methods in turn repeats a few blocks.
+pub(crate) const REMEMBERED: usize = 4;
+
+/// A request header block that decoded without changing the HPACK table,
+/// and what came of it.
+struct Remembered {
     block: Vec<u8>,
     /// The decoder's table changes when it was decoded.
     state: u64,
     fields: Fields,
-    check: Option<FieldCheck>,
+    check: FieldCheck,
     id: u64,
+    /// The last batch of input in which an event named it.
+    used_in: u32,
+}
+
+/// The last few request header blocks that decoded without changing the
+/// HPACK table. Clients repeat the same blocks call after call (the same
+/// methods, the same fields, all indexed or remembered); while the table
+/// stays the same, a repeat decodes to the same fields, so it costs a
+/// comparison.
+#[derive(Default)]
+pub(crate) struct RepeatedBlock {
+    /// The most recently used first.
+    entries: Vec<Remembered>,
+    last_id: u64,
+    /// The current batch of input.
+    batch: u32,
     /// Remembered blocks replaced during the current batch of input, whose
     /// fields events of the batch may still name.
     retired: Vec<(u64, Fields)>,
-    /// Whether an event of this batch names the current block.
-    used: bool,
 }
 
 impl RepeatedBlock {
     /// A new batch of input: blocks replaced in the last one are forgotten.
     pub(crate) fn new_batch(&mut self) {
         self.retired.clear();
-        self.used = false;
+        self.batch = self.batch.wrapping_add(1);
     }
 
-    /// The fields of remembered block `id`, if it is the current one or was
+    /// The fields of remembered block `id`, if it is remembered or was
     /// replaced in this batch.
     pub(crate) fn fields_of(&self, id: u64) -> Option<&Fields> {
-        if id == self.id && self.check.is_some() {
-            return Some(&self.fields);
+        if let Some(entry) = self.entries.iter().find(|entry| entry.id == id) {
+            return Some(&entry.fields);
         }
         self.retired
             .iter()
@@ -176,44 +190,79 @@ impl RepeatedBlock {
         fields: &mut Fields,
     ) -> Result<(FieldCheck, u64), Error> {
         let state = decoder.table_changes();
-        if let Some(check) = &self.check {
-            if self.state == state && self.block.len() == block.len() && self.block == block {
-                self.used = true;
-                return Ok((check.clone(), self.id));
+        let same = |entry: &Remembered| {
+            entry.state == state && entry.block.len() == block.len() && entry.block == block
+        };
+        // The most recently used first: a client repeating one block finds
+        // it there.
+        let hit = match self.entries.first() {
+            Some(entry) if same(entry) => Some(0),
+            Some(_) => self.entries.iter().skip(1).position(same).map(|at| at + 1),
+            None => None,
+        };
+        if let Some(at) = hit {
+            if at > 0 {
+                self.entries[..=at].rotate_right(1);
             }
+            let entry = &mut self.entries[0];
+            entry.used_in = self.batch;
+            return Ok((entry.check.clone(), entry.id));
         }
         let first = fields.len();
         let check = decode(decoder, block, false, max_list, fields)?;
-        if decoder.table_changes() == state
-            && block.len() <= REPEAT_MAX
-            && check.finish().is_ok()
-            && check.list_size <= max_list
+        if decoder.table_changes() != state
+            || block.len() > REPEAT_MAX
+            || check.finish().is_err()
+            || check.list_size > max_list
         {
-            if self.used {
-                // Events of this batch may name the block being replaced.
-                let mut kept = Fields::default();
-                std::mem::swap(&mut kept, &mut self.fields);
-                self.retired.push((self.id, kept));
-            }
-            self.used = true;
-            self.block.clear();
-            self.block.extend_from_slice(block);
-            self.state = state;
-            self.fields.clear();
-            for field in fields.classified(first..fields.len()) {
-                let info = FieldInfo {
-                    kind: field.kind,
-                    flag: field.flag,
-                    ..FieldInfo::OTHER
-                };
-                self.fields
-                    .push_classified(field.name, field.value, &info, field.id);
-            }
-            self.check = Some(check.clone());
-            self.id += 1;
-            return Ok((check, self.id));
+            return Ok((check, 0));
         }
-        Ok((check, 0))
+        self.last_id += 1;
+        let id = self.last_id;
+        // Replaced: an entry the table has moved past, else the least
+        // recently used once all are taken.
+        let at = match self.entries.iter().position(|entry| entry.state != state) {
+            Some(at) => at,
+            None if self.entries.len() < REMEMBERED => {
+                self.entries.push(Remembered {
+                    block: Vec::new(),
+                    state,
+                    fields: Fields::default(),
+                    check: check.clone(),
+                    id,
+                    used_in: self.batch.wrapping_sub(1),
+                });
+                self.entries.len() - 1
+            }
+            None => self.entries.len() - 1,
+        };
+        let entry = &mut self.entries[at];
+        if entry.used_in == self.batch {
+            // Events of this batch may name the block being replaced.
+            let kept = std::mem::take(&mut entry.fields);
+            self.retired.push((entry.id, kept));
+        }
+        entry.used_in = self.batch;
+        entry.block.clear();
+        entry.block.extend_from_slice(block);
+        entry.state = state;
+        entry.fields.clear();
+        for field in fields.classified(first..fields.len()) {
+            let info = FieldInfo {
+                kind: field.kind,
+                flag: field.flag,
+                ..FieldInfo::OTHER
+            };
+            entry
+                .fields
+                .push_classified(field.name, field.value, &info, field.id);
+        }
+        entry.check = check.clone();
+        entry.id = id;
+        if at > 0 {
+            self.entries[..=at].rotate_right(1);
+        }
+        Ok((check, id))
     }
 }
 
@@ -311,44 +360,72 @@ mod tests {
         }
     }
 
+    fn call_block(encoder: &mut Encoder, path: &str) -> Vec<u8> {
+        block(
+            encoder,
+            &[
+                (":method", "POST", Indexing::None),
+                (":path", path, Indexing::None),
+                (":scheme", "http", Indexing::None),
+            ],
+        )
+    }
+
+    #[test]
+    fn blocks_that_take_turns_are_all_remembered() {
+        let mut encoder = Encoder::new();
+        let mut decoder = Decoder::new(4096);
+        let mut repeated = RepeatedBlock::default();
+        let paths = ["/a.B/One", "/a.B/Two", "/a.B/Three"];
+        let mut first_ids = Vec::new();
+        for round in 0..4 {
+            repeated.new_batch();
+            for (i, path) in paths.iter().enumerate() {
+                let bytes = call_block(&mut encoder, path);
+                let mut fields = Fields::default();
+                let (check, id) = repeated
+                    .decode(&mut decoder, &bytes, 16 << 10, &mut fields)
+                    .unwrap();
+                assert_eq!(check.finish(), Ok(()));
+                assert_ne!(id, 0);
+                if round == 0 {
+                    first_ids.push(id);
+                } else {
+                    assert_eq!(id, first_ids[i], "{path} taken from memory");
+                    assert!(fields.is_empty(), "not decoded again");
+                }
+                let kept = listed(repeated.fields_of(id).unwrap());
+                assert_eq!(kept[1].1, path.as_bytes());
+            }
+        }
+    }
+
     #[test]
     fn a_block_replaced_in_a_batch_keeps_its_fields_until_the_next() {
         let mut encoder = Encoder::new();
         let mut decoder = Decoder::new(4096);
         let mut repeated = RepeatedBlock::default();
-        let one = [
-            (":method", "POST", Indexing::None),
-            (":path", "/a.B/One", Indexing::None),
-            (":scheme", "http", Indexing::None),
-        ];
-        let two = [
-            (":method", "POST", Indexing::None),
-            (":path", "/a.B/Two", Indexing::None),
-            (":scheme", "http", Indexing::None),
-        ];
-        let mut fields = Fields::default();
-        let bytes_one = block(&mut encoder, &one);
-        let (_, first) = repeated
-            .decode(&mut decoder, &bytes_one, 16 << 10, &mut fields)
-            .unwrap();
-        repeated.new_batch();
-        // In one batch: a repeat of the first block, then another block.
-        let mut fields = Fields::default();
-        let (_, again) = repeated
-            .decode(&mut decoder, &bytes_one, 16 << 10, &mut fields)
-            .unwrap();
-        assert_eq!(again, first);
-        let bytes_two = block(&mut encoder, &two);
-        let (_, second) = repeated
-            .decode(&mut decoder, &bytes_two, 16 << 10, &mut fields)
-            .unwrap();
-        assert_ne!(first, 0);
-        assert_ne!(second, first);
+        // One more block than are remembered, in one batch: the first is
+        // replaced while an event of the batch may still name it.
+        let paths: Vec<String> = (0..=REMEMBERED).map(|i| format!("/a.B/M{i}")).collect();
+        let mut ids = Vec::new();
+        for path in &paths {
+            let bytes = call_block(&mut encoder, path);
+            let mut fields = Fields::default();
+            let (_, id) = repeated
+                .decode(&mut decoder, &bytes, 16 << 10, &mut fields)
+                .unwrap();
+            assert_ne!(id, 0);
+            ids.push(id);
+        }
         let path = |fields: &Fields| listed(fields)[1].1.clone();
-        assert_eq!(path(repeated.fields_of(first).unwrap()), b"/a.B/One");
-        assert_eq!(path(repeated.fields_of(second).unwrap()), b"/a.B/Two");
+        for (id, expected) in ids.iter().zip(&paths) {
+            assert_eq!(path(repeated.fields_of(*id).unwrap()), expected.as_bytes());
+        }
         repeated.new_batch();
-        assert!(repeated.fields_of(first).is_none(), "gone with its batch");
-        assert!(repeated.fields_of(second).is_some());
+        assert!(repeated.fields_of(ids[0]).is_none(), "gone with its batch");
+        for id in &ids[1..] {
+            assert!(repeated.fields_of(*id).is_some());
+        }
     }
 }

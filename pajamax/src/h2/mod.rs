@@ -21,6 +21,9 @@ pub mod window;
 pub use config::Config;
 pub use connection::{BlockMemo, Connection, ConnectionError, Event, Field};
 pub use frame::Reason;
+/// How many request header blocks a connection remembers (see
+/// [`Event::Request`]'s `block_id`).
+pub(crate) use header_block::REMEMBERED as REMEMBERED_BLOCKS;
 
 #[cfg(test)]
 mod connection_tests;

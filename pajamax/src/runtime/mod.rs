@@ -59,8 +59,12 @@ pub(crate) struct Shared {
     pub counters: Vec<WorkerCounters>,
 }
 
-/// The running totals of one worker.
+/// The running totals of one worker, each worker's on cache lines of its
+/// own: every worker stores its totals once per turn, and neighbours in
+/// one line would make each store take the line from another core (128
+/// bytes: x86's prefetcher fetches lines in pairs).
 #[derive(Debug, Default)]
+#[repr(align(128))]
 pub(crate) struct WorkerCounters {
     /// Calls answered (a status sent).
     pub answered: AtomicU64,

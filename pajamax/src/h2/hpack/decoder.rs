@@ -287,38 +287,47 @@ impl Decoder {
         if repr.len() > MEMO_MAX {
             return Ok(false);
         }
-        // Decode it as any literal, then keep it.
-        self.scratch.clear();
-        let mut p = start;
-        integer::decode(block, &mut p, 4)?;
-        let name = if name_index == 0 {
-            read_string(block, &mut p, &mut self.scratch)?
-                .get(block, &self.scratch)
-                .to_vec()
-        } else {
-            STATIC_TABLE[name_index - 1].0.to_vec()
-        };
-        let value = read_string(block, &mut p, &mut self.scratch)?;
-        let value = value.get(block, &self.scratch).to_vec();
-        debug_assert_eq!(p, at);
-        *pos = at;
-        let info = classify(&name, &value);
+        // Decode it as any literal into the memo it replaces (its buffers
+        // reused: a client whose literal changes every call, as
+        // `grpc-timeout` does, allocates nothing), then keep it.
         self.memo_serial += 1;
         let id = MEMO_ID - self.memo_serial;
-        emit(&name, &value, &info, id);
-        let memo = Memo {
-            repr: repr.to_vec(),
-            name,
-            value,
-            info,
-            id,
-        };
-        if self.memos.len() < MEMOS {
-            self.memos.push(memo);
+        let slot = if self.memos.len() < MEMOS {
+            self.memos.push(Memo {
+                repr: Vec::new(),
+                name: Vec::new(),
+                value: Vec::new(),
+                info: FieldInfo::OTHER,
+                id,
+            });
+            self.memos.len() - 1
         } else {
-            self.memos[self.next_memo] = memo;
-            self.next_memo = (self.next_memo + 1) % MEMOS;
+            let slot = self.next_memo;
+            self.next_memo = (slot + 1) % MEMOS;
+            slot
+        };
+        let (memo, scratch) = (&mut self.memos[slot], &mut self.scratch);
+        // Matches nothing until it is whole.
+        memo.repr.clear();
+        memo.name.clear();
+        memo.value.clear();
+        scratch.clear();
+        let mut p = start;
+        integer::decode(block, &mut p, 4)?;
+        if name_index == 0 {
+            let name = read_string(block, &mut p, scratch)?;
+            memo.name.extend_from_slice(name.get(block, scratch));
+        } else {
+            memo.name.extend_from_slice(STATIC_TABLE[name_index - 1].0);
         }
+        let value = read_string(block, &mut p, scratch)?;
+        memo.value.extend_from_slice(value.get(block, scratch));
+        debug_assert_eq!(p, at);
+        *pos = at;
+        memo.info = classify(&memo.name, &memo.value);
+        memo.id = id;
+        memo.repr.extend_from_slice(repr);
+        emit(&memo.name, &memo.value, &memo.info, memo.id);
         Ok(true)
     }
 
@@ -944,12 +953,13 @@ mod tests {
         assert_eq!(first[0].2, FieldKind::Path);
         assert_eq!(first[2].2, FieldKind::ContentLength);
         assert!(first.iter().all(|f| f.3 != 0), "remembered values have ids");
-        // Another value gets another id; five distinct literals cycle the
-        // four memos, and the decoding stays right.
+        // Another value gets another id; distinct literals of other lengths
+        // cycle the four memos (each refilled in place), and the decoding
+        // stays right.
         for i in 0..10 {
             let mut other = Vec::new();
             encoder.begin_block(&mut other);
-            let path = format!("/pkg.Service/M{i}");
+            let path = format!("/pkg.Service/M{i}{}", "x".repeat((i * 7) % 23));
             encoder.encode(b":path", path.as_bytes(), Indexing::None, &mut other);
             let fields = decode_ids(&mut d, &other);
             assert_eq!(fields[0].1, path.as_bytes());

@@ -12,7 +12,7 @@ use pajamax_test_peer::{Frame, TcpClient};
 use prost::Message;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tonic::codec::CompressionEncoding;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Channel, Endpoint};
@@ -140,7 +140,7 @@ async fn compressed_unary_calls_both_ways() {
     // A request too small to compress is still flagged compressed by tonic.
     let seen = look(channel, "Look", Vec::new(), true).await;
     assert!(seen.request_compressed);
-    server.shutdown();
+    common::stop(server).await;
 }
 
 /// A tonic client for `test.Streams` that sends and accepts gzip.
@@ -242,7 +242,7 @@ async fn compressed_streams_on_the_worker_and_on_threads() {
     .await;
     end.unwrap();
     assert_eq!(items.len(), 2);
-    server.shutdown();
+    common::stop(server).await;
 }
 
 // ----- on the wire -----
@@ -261,13 +261,21 @@ fn compressed_message(payload: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Sends one request to `test.Zip/Look` with `extra` header fields and
+/// What a raw call heard, and its answer's messages as sent: each with
+/// its compressed flag byte, which [`pajamax_test_peer::Heard`] drops.
+struct Wire {
+    heard: pajamax_test_peer::Heard,
+    /// `(compressed flag, payload)` of each message on stream 1.
+    messages: Vec<(u8, Vec<u8>)>,
+}
+
+/// Sends one request to `test.Zip/{method}` with `extra` header fields and
 /// `body` as its one DATA frame, and listens for its end.
-fn raw_call(addr: SocketAddr, extra: &[(&str, &str)], body: &[u8]) -> pajamax_test_peer::Heard {
+fn raw_call(addr: SocketAddr, method: &str, extra: &[(&str, &str)], body: &[u8]) -> Wire {
     let mut peer = TcpClient::handshake(addr, &[]).unwrap();
     let mut bytes = peer
         .client
-        .request_headers(1, "/test.Zip/Look", extra, false)
+        .request_headers(1, &format!("/test.Zip/{method}"), extra, false)
         .to_bytes();
     // In frames of at most the default SETTINGS_MAX_FRAME_SIZE.
     let mut chunks = body.chunks(16 << 10).peekable();
@@ -275,33 +283,69 @@ fn raw_call(addr: SocketAddr, extra: &[(&str, &str)], body: &[u8]) -> pajamax_te
         Frame::data(1, chunk, chunks.peek().is_none()).write(&mut bytes);
     }
     peer.send(&bytes).unwrap();
-    peer.listen(Duration::from_secs(5), |heard| heard.status(1).is_some())
+
+    // Read here rather than with `TcpClient::listen`, to keep the DATA.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut body = Vec::new();
+    let mut buf = vec![0; 64 << 10];
+    while peer.client.heard().status(1).is_none() {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|left| !left.is_zero())
+            .expect("the call ends within 5 s");
+        peer.socket.set_read_timeout(Some(left)).unwrap();
+        let n = peer.socket.read(&mut buf).expect("the server answers");
+        assert!(n > 0, "the server closed the connection mid-call");
+        for received in peer.client.receive(&buf[..n]).unwrap() {
+            if received.frame.stream == 1 {
+                body.extend_from_slice(received.frame.data_bytes().unwrap_or_default());
+            }
+        }
+    }
+    let mut messages = Vec::new();
+    let mut rest = &body[..];
+    while !rest.is_empty() {
+        assert!(rest.len() >= 5, "a message prefix cut short: {rest:?}");
+        let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+        assert!(rest.len() >= 5 + len, "a message cut short");
+        messages.push((rest[0], rest[5..5 + len].to_vec()));
+        rest = &rest[5 + len..];
+    }
+    Wire {
+        heard: peer.client.take_heard(),
+        messages,
+    }
+}
+
+/// A request to `test.Zip` of `size` bytes of one letter, gzipped and
+/// framed as one message flagged compressed; and that request.
+fn gzipped_request(size: usize) -> (Look, Vec<u8>) {
+    let request = Look {
+        request_compressed: false,
+        blob: vec![b'a'; size],
+    };
+    let body = compressed_message(&gzip(&request.encode_to_vec()));
+    (request, body)
 }
 
 #[test]
 fn answers_say_gzip_and_carry_gzip() {
     let server = start(true);
-    let request = Look {
-        request_compressed: false,
-        blob: vec![b'a'; 4000],
-    };
-    let body = compressed_message(&gzip(&request.encode_to_vec()));
-    let heard = raw_call(
-        server.local_addr(),
-        &[("grpc-encoding", "gzip"), ("grpc-accept-encoding", "gzip")],
-        &body,
-    );
-    assert_eq!(heard.status(1), Some("0"));
-    let headers = &heard.blocks[0];
+    let (request, body) = gzipped_request(4000);
+    let both = [("grpc-encoding", "gzip"), ("grpc-accept-encoding", "gzip")];
+    let wire = raw_call(server.local_addr(), "Look", &both, &body);
+    assert_eq!(wire.heard.status(1), Some("0"));
+    let headers = &wire.heard.blocks[0];
     assert_eq!(headers.get("grpc-encoding"), Some(&b"gzip"[..]));
-    let messages = heard.messages_on(1);
-    assert_eq!(messages.len(), 1);
+    assert_eq!(wire.messages.len(), 1);
+    let (flag, payload) = &wire.messages[0];
+    assert_eq!(*flag, 1, "the answer is flagged compressed");
     assert!(
-        messages[0].len() < 200,
+        payload.len() < 200,
         "4000 bytes of one letter compress well"
     );
     let mut inflated = Vec::new();
-    GzDecoder::new(messages[0])
+    GzDecoder::new(&payload[..])
         .read_to_end(&mut inflated)
         .unwrap();
     let answer = Look::decode(&inflated[..]).unwrap();
@@ -309,11 +353,55 @@ fn answers_say_gzip_and_carry_gzip() {
     assert_eq!(answer.blob, request.blob);
 
     // Without grpc-accept-encoding the answer is not compressed.
-    let heard = raw_call(server.local_addr(), &[("grpc-encoding", "gzip")], &body);
-    assert_eq!(heard.status(1), Some("0"));
-    assert_eq!(heard.blocks[0].get("grpc-encoding"), None);
-    let answer = Look::decode(heard.messages_on(1)[0]).unwrap();
+    let wire = raw_call(
+        server.local_addr(),
+        "Look",
+        &[("grpc-encoding", "gzip")],
+        &body,
+    );
+    assert_eq!(wire.heard.status(1), Some("0"));
+    assert_eq!(wire.heard.blocks[0].get("grpc-encoding"), None);
+    assert_eq!(wire.messages.len(), 1);
+    let (flag, payload) = &wire.messages[0];
+    assert_eq!(*flag, 0, "the answer is flagged uncompressed");
+    let answer = Look::decode(&payload[..]).unwrap();
+    assert!(answer.request_compressed);
     assert_eq!(answer.blob, request.blob);
+    server.shutdown();
+}
+
+#[test]
+fn a_handler_that_turns_compression_off_answers_uncompressed() {
+    // The server compresses by default and the client sends and accepts
+    // gzip; `test.Zip/Plain` asks for its answer to go uncompressed.
+    let server = start(true);
+    let addr = server.local_addr();
+    let (request, body) = gzipped_request(4000);
+    let both = [("grpc-encoding", "gzip"), ("grpc-accept-encoding", "gzip")];
+    let wire = raw_call(addr, "Plain", &both, &body);
+    assert_eq!(wire.heard.status(1), Some("0"));
+    assert_eq!(
+        wire.heard.blocks[0].get("grpc-encoding"),
+        None,
+        "no grpc-encoding for an answer sent as is: {:?}",
+        wire.heard.blocks[0].strings()
+    );
+    assert_eq!(wire.messages.len(), 1);
+    let (flag, payload) = &wire.messages[0];
+    assert_eq!(*flag, 0, "the answer is flagged uncompressed");
+    assert!(payload.len() > 4000, "the answer's blob is there as is");
+    let answer = Look::decode(&payload[..]).unwrap();
+    assert!(answer.request_compressed, "the request was still inflated");
+    assert_eq!(answer.blob, request.blob);
+
+    // On the same server, `Look` answers that client compressed.
+    let wire = raw_call(addr, "Look", &both, &body);
+    assert_eq!(
+        wire.heard.blocks[0].get("grpc-encoding"),
+        Some(&b"gzip"[..])
+    );
+    assert_eq!(wire.messages.len(), 1);
+    assert_eq!(wire.messages[0].0, 1);
     server.shutdown();
 }
 
@@ -334,30 +422,32 @@ fn bad_compression_gets_a_clear_status() {
     };
     let body = compressed_message(&gzip(&bomb.encode_to_vec()));
     assert!(body.len() < 64 << 10);
-    let heard = raw_call(addr, &[("grpc-encoding", "gzip")], &body);
+    let heard = raw_call(addr, "Look", &[("grpc-encoding", "gzip")], &body).heard;
     assert_eq!(heard.status(1), Some("8"), "RESOURCE_EXHAUSTED");
 
     // An encoding not served: UNIMPLEMENTED, naming what is.
     let plain = pajamax_test_peer::grpc::message(&Look::default().encode_to_vec());
-    let heard = raw_call(addr, &[("grpc-encoding", "snappy")], &plain);
+    let heard = raw_call(addr, "Look", &[("grpc-encoding", "snappy")], &plain).heard;
     assert_eq!(heard.status(1), Some("12"), "UNIMPLEMENTED");
     let accepted = heard.blocks[0].get("grpc-accept-encoding").unwrap();
     assert_eq!(accepted, b"gzip,identity");
 
     // A compressed flag without grpc-encoding: INTERNAL.
-    let heard = raw_call(addr, &[], &compressed_message(&gzip(b"")));
+    let heard = raw_call(addr, "Look", &[], &compressed_message(&gzip(b""))).heard;
     assert_eq!(heard.status(1), Some("13"), "INTERNAL");
 
     // Not gzip at all.
     let heard = raw_call(
         addr,
+        "Look",
         &[("grpc-encoding", "gzip")],
         &compressed_message(b"not gzip"),
-    );
+    )
+    .heard;
     assert_eq!(heard.status(1), Some("13"), "INTERNAL");
 
     // The server serves on.
-    let heard = raw_call(addr, &[], &plain);
+    let heard = raw_call(addr, "Look", &[], &plain).heard;
     assert_eq!(heard.status(1), Some("0"));
     server.shutdown();
 }

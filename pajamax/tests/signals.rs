@@ -2,8 +2,9 @@
 //!
 //! A signal sent to the test process would stop the test harness, so the
 //! server runs in a child process: this test binary runs itself again with
-//! `PAJAMAX_SIGNALS_TEST_ADDR` set, and the `server_process` test then
-//! serves with `serve_until_signal` and prints what the parent checks.
+//! `PAJAMAX_SIGNALS_TEST_ADDR` set and `--ignored`, and the (otherwise
+//! ignored) `server_process` test then serves with `serve_until_signal`
+//! and prints what the parent checks.
 #![cfg(unix)]
 
 mod common;
@@ -19,13 +20,16 @@ const ADDR_VAR: &str = "PAJAMAX_SIGNALS_TEST_ADDR";
 const HOOK_LINE: &str = "hook: draining";
 const RETURNED_LINE: &str = "serve_until_signal returned Ok(())";
 
-/// The server of the tests below, in a child process; without
-/// `PAJAMAX_SIGNALS_TEST_ADDR` (a plain test run) it does nothing.
+/// The server of the tests below, in a child process that
+/// [`ServerProcess::start`] runs with `PAJAMAX_SIGNALS_TEST_ADDR` set. Not a
+/// test of its own: ignored in a plain test run, and failing when run
+/// without that variable.
 #[test]
+#[ignore = "the server that the other tests of this file run in a child process"]
 fn server_process() {
-    let Ok(addr) = std::env::var(ADDR_VAR) else {
-        return;
-    };
+    let addr = std::env::var(ADDR_VAR).unwrap_or_else(|_| {
+        panic!("{ADDR_VAR} is not set: this server is run by the other tests of this file")
+    });
     let result = pajamax::Server::builder()
         .workers(1)
         .pin_workers(false)
@@ -52,6 +56,7 @@ impl ServerProcess {
             .args([
                 "server_process",
                 "--exact",
+                "--ignored",
                 "--nocapture",
                 "--test-threads=1",
             ])

@@ -9,6 +9,7 @@ mod common;
 use common::streams::{self, Ask, Streams};
 use common::{call, Probe, ProbeReply};
 use pajamax::{Context, Method, Reply, Service, Status, TlsConfig};
+use prost::Message;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -190,6 +191,39 @@ fn raw_handshake(
         client.complete_io(&mut socket)?;
     }
     Ok(socket)
+}
+
+/// One echo call over a new raw TLS connection (ALPN `h2`) that trusts
+/// `ca`: the certificate the server presented on that connection, and the
+/// text of the answer it sent there.
+fn echo_over_new_connection(
+    addr: SocketAddr,
+    ca: &str,
+    text: &str,
+) -> (CertificateDer<'static>, String) {
+    let mut client = raw_client(ca, &[b"h2"]);
+    let mut socket = raw_handshake(addr, &mut client).expect("TLS handshake");
+    let seen = client.peer_certificates().expect("a server certificate")[0].clone();
+    let request = common::ProbeRequest {
+        text: text.into(),
+        ..Default::default()
+    };
+    let mut h2 = pajamax_test_peer::Client::new();
+    let mut bytes = pajamax_test_peer::Client::handshake(&[]);
+    bytes.extend(h2.request(1, "/test.Probe/Echo", &request.encode_to_vec()));
+    let mut tls = rustls::Stream::new(&mut client, &mut socket);
+    tls.write_all(&bytes).unwrap();
+    let mut buf = vec![0; 16 << 10];
+    while h2.heard().status(1).is_none() {
+        let n = tls.read(&mut buf).expect("the server answers");
+        assert!(n > 0, "the server closed the connection before answering");
+        h2.receive(&buf[..n]).unwrap();
+    }
+    let heard = h2.take_heard();
+    assert_eq!(heard.status(1), Some("0"), "{heard:?}");
+    let messages = heard.messages_on(1);
+    assert_eq!(messages.len(), 1, "{heard:?}");
+    (seen, ProbeReply::decode(messages[0]).unwrap().text)
 }
 
 /// The alert a failed raw handshake received, if any.
@@ -493,15 +527,41 @@ async fn a_certificate_replaced_on_a_running_server_serves_new_connections() {
         "the old certificate is still served to new connections"
     );
     // ...and the connection made before goes on.
-    common::echo_works(old, "still first").await;
+    common::echo_works(old.clone(), "still first").await;
 
-    // A bad configuration changes nothing.
+    // A bad configuration changes nothing: trying to reload with one
+    // fails, and new connections still get the certificate in use.
     let stray = Pki::new("stray").server("stray");
-    let mismatched = TlsConfig::from_pem(first.server("x").cert.as_bytes(), stray.key.as_bytes());
-    assert!(
-        mismatched.is_err(),
-        "a key that does not match its certificate is refused"
+    let unmatched = first.server("unmatched");
+    let not_der =
+        "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n";
+    let bad: [(&str, &str, &str); 3] = [
+        (
+            "a key that does not match its certificate",
+            &unmatched.cert,
+            &stray.key,
+        ),
+        ("a CERTIFICATE section that is not one", not_der, &stray.key),
+        ("a key that is not PEM", &stray.cert, "not a key"),
+    ];
+    for (what, cert, key) in bad {
+        let err = TlsConfig::from_pem(cert.as_bytes(), key.as_bytes())
+            .and_then(|config| server.reload_tls(&config))
+            .expect_err(what);
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{what}: {err}");
+    }
+    let both_cas = format!("{}{}", first.ca_pem(), second.ca_pem());
+    let (seen, answer) = tokio::task::spawn_blocking(move || {
+        echo_over_new_connection(addr, &both_cas, "after a failed reload")
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        seen, replacement_der,
+        "the certificate in use is still served"
     );
+    assert_eq!(answer, "after a failed reload");
+    common::echo_works(old, "first, still").await;
     common::stop(server).await;
 }
 

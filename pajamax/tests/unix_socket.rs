@@ -7,6 +7,7 @@ mod common;
 
 use common::streams::{self, Ask, Streams};
 use common::{call, Probe};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -99,6 +100,11 @@ async fn unary_and_server_streaming_calls_over_a_unix_socket() {
 async fn calls_in_flight_are_answered_on_shutdown() {
     let path = socket_path("shutdown");
     let server = start(&path);
+    // A second name for the socket, which the server does not remove: it
+    // tells whether the server still listens once its own file is gone.
+    let link = socket_path("shutdown-link");
+    std::fs::hard_link(&path, &link).unwrap();
+    UnixStream::connect(&link).expect("the server is reached through the link");
     let channel = connect_unix(&path).await;
     let in_flight = tokio::spawn(async move {
         let request = tonic::Request::new(common::ProbeRequest {
@@ -116,8 +122,10 @@ async fn calls_in_flight_are_answered_on_shutdown() {
         .await
         .expect("shutdown finishes")
         .unwrap();
-    assert!(!path.exists());
-    assert!(std::os::unix::net::UnixStream::connect(&path).is_err());
+    assert!(!path.exists(), "the server removes its socket file");
+    let refused = UnixStream::connect(&link).expect_err("the server stopped listening");
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    std::fs::remove_file(&link).unwrap();
 }
 
 #[test]
@@ -143,7 +151,7 @@ fn binding_fails_where_a_file_is() {
         .err()
         .expect("bind fails");
     assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
-    assert!(path.exists());
+    UnixStream::connect(&path).expect("the first server still listens there");
     first.shutdown();
     assert!(!path.exists());
 }
@@ -157,7 +165,7 @@ fn a_socket_file_replaced_meanwhile_is_left_alone() {
     let second = start(&path);
     first.shutdown();
     assert!(path.exists(), "the second server's file stays");
-    std::os::unix::net::UnixStream::connect(&path).expect("the second server answers");
+    UnixStream::connect(&path).expect("the second server answers");
     second.shutdown();
     assert!(!path.exists());
 }

@@ -672,12 +672,9 @@ impl Connection {
     /// runs for a call already reset; a stream opened in this batch is not
     /// reported at all.
     fn drop_stream(&mut self, stream: u32, events: &mut Vec<Event>) -> bool {
-        let Some(state) = self.streams.remove(stream) else {
+        let Some(state) = self.forget_stream(stream) else {
             return false;
         };
-        if let Some(pending) = &state.pending {
-            self.send_flow.release(pending);
-        }
         let mut opened_here = false;
         if state.event_batch == self.batch {
             events.retain(|event| match event {
@@ -694,18 +691,14 @@ impl Connection {
         true
     }
 
-    /// Forgets a stream the caller resets, and the response data it had
-    /// queued; returns whether it was there.
-    fn forget_stream(&mut self, stream: u32) -> bool {
-        match self.streams.remove(stream) {
-            Some(state) => {
-                if let Some(pending) = state.pending {
-                    self.send_flow.release(&pending);
-                }
-                true
-            }
-            None => false,
+    /// Forgets a stream and the response data it had queued; returns its
+    /// state if it was there.
+    fn forget_stream(&mut self, stream: u32) -> Option<Stream> {
+        let state = self.streams.remove(stream)?;
+        if let Some(pending) = &state.pending {
+            self.send_flow.release(pending);
         }
+        Some(state)
     }
 
     fn fail(&mut self, reason: Reason, message: &'static str) {
@@ -746,9 +739,8 @@ impl Connection {
     /// (a trailers-only response). Ignored if the stream is gone or its
     /// headers were sent already.
     pub fn send_headers(&mut self, stream: u32, fields: &[Field<'_>], end_stream: bool) {
-        match self.streams.get_mut(stream) {
-            Some(state) if state.send == SendHalf::Idle => state.send = SendHalf::Open,
-            _ => return,
+        if !self.open_send_side(stream) {
+            return;
         }
         self.output
             .header_block(stream, fields.iter().copied(), end_stream);
@@ -767,9 +759,8 @@ impl Connection {
         fields: &[Field<'_>],
         end_stream: bool,
     ) {
-        match self.streams.get_mut(stream) {
-            Some(state) if state.send == SendHalf::Idle => state.send = SendHalf::Open,
-            _ => return,
+        if !self.open_send_side(stream) {
+            return;
         }
         self.output
             .header_block_memo(stream, memo, fields, end_stream);
@@ -781,13 +772,8 @@ impl Connection {
     /// As [`Connection::send_trailers`], with `memo` keeping the encoded
     /// block (see [`Connection::send_headers_memo`]).
     pub fn send_trailers_memo(&mut self, stream: u32, memo: &mut BlockMemo, fields: &[Field<'_>]) {
-        match self.streams.get_mut(stream) {
-            Some(state) if state.send == SendHalf::Open => {
-                if SendFlow::hold_trailers(state, fields) {
-                    return;
-                }
-            }
-            _ => return,
+        if !self.trailers_go_now(stream, fields) {
+            return;
         }
         self.output.header_block_memo(stream, memo, fields, true);
         self.close_send_side(stream);
@@ -870,17 +856,33 @@ impl Connection {
     /// behind held data. Ignored if the stream is gone, its headers are not
     /// sent, or its sending half is closing.
     pub fn send_trailers(&mut self, stream: u32, fields: &[Field<'_>]) {
-        match self.streams.get_mut(stream) {
-            Some(state) if state.send == SendHalf::Open => {
-                if SendFlow::hold_trailers(state, fields) {
-                    return;
-                }
-            }
-            _ => return,
+        if !self.trailers_go_now(stream, fields) {
+            return;
         }
         self.output
             .header_block(stream, fields.iter().copied(), true);
         self.close_send_side(stream);
+    }
+
+    /// Opens the sending half of `stream` for its response headers;
+    /// `false` if the stream is gone or its headers were sent already.
+    fn open_send_side(&mut self, stream: u32) -> bool {
+        match self.streams.get_mut(stream) {
+            Some(state) if state.send == SendHalf::Idle => {
+                state.send = SendHalf::Open;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether trailers for `stream` go out now: `false` if they wait
+    /// behind held data (kept with it), or the stream cannot send them.
+    fn trailers_go_now(&mut self, stream: u32, fields: &[Field<'_>]) -> bool {
+        match self.streams.get_mut(stream) {
+            Some(state) if state.send == SendHalf::Open => !SendFlow::hold_trailers(state, fields),
+            _ => false,
+        }
     }
 
     /// Tells that the consumer has taken `n` body bytes of `stream` in: the
@@ -905,7 +907,7 @@ impl Connection {
 
     /// Resets `stream` with `reason` and forgets it.
     pub fn reset_stream(&mut self, stream: u32, reason: Reason) {
-        if self.forget_stream(stream) {
+        if self.forget_stream(stream).is_some() {
             frame::write_rst_stream(self.output.buf(), stream, reason);
             self.streams.remember_closed(stream, true);
         }

@@ -141,21 +141,46 @@ struct Remembered {
     used_in: u32,
 }
 
+impl Remembered {
+    /// A place for a block: id 0, matching nothing.
+    fn empty() -> Remembered {
+        Remembered {
+            block: Vec::new(),
+            state: u64::MAX,
+            fields: Fields::default(),
+            check: FieldCheck::new(false),
+            id: 0,
+            used_in: u32::MAX,
+        }
+    }
+}
+
 /// The last few request header blocks that decoded without changing the
 /// HPACK table. Clients repeat the same blocks call after call (the same
 /// methods, the same fields, all indexed or remembered); while the table
 /// stays the same, a repeat decodes to the same fields, so it costs a
 /// comparison.
-#[derive(Default)]
 pub(crate) struct RepeatedBlock {
-    /// The most recently used first.
-    entries: Vec<Remembered>,
+    /// The most recently used first; places not used yet have id 0. Kept
+    /// in place, not in an allocation of its own.
+    entries: [Remembered; REMEMBERED],
     last_id: u64,
     /// The current batch of input.
     batch: u32,
     /// Remembered blocks replaced during the current batch of input, whose
     /// fields events of the batch may still name.
     retired: Vec<(u64, Fields)>,
+}
+
+impl Default for RepeatedBlock {
+    fn default() -> RepeatedBlock {
+        RepeatedBlock {
+            entries: std::array::from_fn(|_| Remembered::empty()),
+            last_id: 0,
+            batch: 0,
+            retired: Vec::new(),
+        }
+    }
 }
 
 impl RepeatedBlock {
@@ -168,6 +193,9 @@ impl RepeatedBlock {
     /// The fields of remembered block `id`, if it is remembered or was
     /// replaced in this batch.
     pub(crate) fn fields_of(&self, id: u64) -> Option<&Fields> {
+        if id == 0 {
+            return None;
+        }
         if let Some(entry) = self.entries.iter().find(|entry| entry.id == id) {
             return Some(&entry.fields);
         }
@@ -195,10 +223,10 @@ impl RepeatedBlock {
         };
         // The most recently used first: a client repeating one block finds
         // it there.
-        let hit = match self.entries.first() {
-            Some(entry) if same(entry) => Some(0),
-            Some(_) => self.entries.iter().skip(1).position(same).map(|at| at + 1),
-            None => None,
+        let hit = if same(&self.entries[0]) {
+            Some(0)
+        } else {
+            self.entries.iter().skip(1).position(same).map(|at| at + 1)
         };
         if let Some(at) = hit {
             if at > 0 {
@@ -219,23 +247,13 @@ impl RepeatedBlock {
         }
         self.last_id += 1;
         let id = self.last_id;
-        // Replaced: an entry the table has moved past, else the least
-        // recently used once all are taken.
-        let at = match self.entries.iter().position(|entry| entry.state != state) {
-            Some(at) => at,
-            None if self.entries.len() < REMEMBERED => {
-                self.entries.push(Remembered {
-                    block: Vec::new(),
-                    state,
-                    fields: Fields::default(),
-                    check: check.clone(),
-                    id,
-                    used_in: self.batch.wrapping_sub(1),
-                });
-                self.entries.len() - 1
-            }
-            None => self.entries.len() - 1,
-        };
+        // Replaced: a place not used yet or an entry the table has moved
+        // past, else the least recently used.
+        let at = self
+            .entries
+            .iter()
+            .position(|entry| entry.state != state)
+            .unwrap_or(REMEMBERED - 1);
         let entry = &mut self.entries[at];
         if entry.used_in == self.batch {
             // Events of this batch may name the block being replaced.

@@ -44,13 +44,15 @@ pub(crate) fn is_compressed(buf: &[u8]) -> bool {
     buf.first().is_some_and(|&flag| flag != 0)
 }
 
-/// Appends `message` with its prefix to `out`.
+/// Appends `message` with its prefix to `out`. The length goes into the
+/// prefix once the message is written: prost's `encoded_len` walks the
+/// whole message (nested ones again when they are encoded), so it is not
+/// asked for; `out` is a buffer kept from call to call.
 pub(crate) fn encode<M: prost::Message>(message: &M, out: &mut Vec<u8>) {
-    let len = message.encoded_len();
-    out.reserve(PREFIX_LEN + len);
-    out.push(0);
-    out.extend_from_slice(&(len as u32).to_be_bytes());
+    let start = out.len();
+    out.extend_from_slice(&[0; PREFIX_LEN]);
     message.encode_raw(out);
+    patch_len(out, start);
 }
 
 /// Writes the length of the message framed at `out[start..]` into its

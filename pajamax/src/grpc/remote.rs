@@ -305,8 +305,11 @@ impl Shared {
 
 /// Frames `message` with its 5-byte prefix into a buffer of its own.
 fn framed<M: prost::Message>(message: &M) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(framing::PREFIX_LEN + message.encoded_len());
-    framing::encode(message, &mut buf);
+    let len = message.encoded_len();
+    let mut buf = Vec::with_capacity(framing::PREFIX_LEN + len);
+    buf.push(0);
+    buf.extend_from_slice(&(len as u32).to_be_bytes());
+    message.encode_raw(&mut buf);
     buf
 }
 

@@ -208,7 +208,8 @@ impl<'a> Reply<'a> {
     /// ```
     pub fn encode<M: prost::Message>(&mut self, message: &M) {
         self.buf.truncate(self.start);
-        self.buf.reserve(message.encoded_len());
+        // No `encoded_len` to size the buffer first: it walks the whole
+        // message, and the buffer is kept from call to call.
         message.encode_raw(self.buf);
     }
 }

@@ -184,16 +184,23 @@ impl Worker {
             .map_or(Duration::from_secs(1), |t| {
                 (t / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
             });
-        let mut next_sweep = Instant::now() + tick;
+        let mut turn_start = Instant::now();
+        let mut next_sweep = turn_start + tick;
         loop {
             let timeout = if self.again.is_empty() {
-                let next = self
-                    .timers
-                    .peek()
-                    .map_or(next_sweep, |Reverse((at, _, _))| (*at).min(next_sweep));
                 // Rounded up, so that a timer is not woken for just before
                 // its time.
-                next.saturating_duration_since(Instant::now()) + Duration::from_micros(500)
+                let until = match self.timers.peek() {
+                    Some(Reverse((at, _, _))) if *at < next_sweep => {
+                        at.saturating_duration_since(Instant::now())
+                    }
+                    // The sweep's time is coarse (a tick of at least 10
+                    // ms): counted from the start of this turn, it comes
+                    // late by no more than the turn took, and the clock is
+                    // read once per turn.
+                    _ => next_sweep.saturating_duration_since(turn_start),
+                };
+                until + Duration::from_micros(500)
             } else {
                 Duration::ZERO
             };
@@ -204,6 +211,7 @@ impl Worker {
                 }
             }
             let now = Instant::now();
+            turn_start = now;
             let mut due = std::mem::take(&mut self.due);
             self.again.move_to(&mut due);
             for event in events.iter() {

@@ -1940,6 +1940,18 @@ mod tests {
         client.receive(&out).unwrap();
     }
 
+    /// Each stream's whole request body: one message, the stream's number
+    /// as a byte.
+    fn own_number_bodies(streams: &[u32]) -> Vec<u8> {
+        let mut input = Vec::new();
+        for &stream in streams {
+            let message = prost::Message::encode_to_vec(&vec![stream as u8]);
+            let body = pajamax_test_peer::grpc::message(&message);
+            Frame::data(stream, &body, true).write(&mut input);
+        }
+        input
+    }
+
     #[test]
     fn calls_whose_body_comes_later_wait_as_their_head() {
         let mut conn = connection();
@@ -1966,13 +1978,7 @@ mod tests {
         let rst = Frame::rst_stream(9, pajamax_test_peer::ErrorCode::CANCEL).to_bytes();
         conn.recv(&rst, now);
         assert_eq!(conn.open_calls(), 4);
-        let mut input = Vec::new();
-        for stream in [1, 3, 5, 7] {
-            let message = prost::Message::encode_to_vec(&vec![stream as u8]);
-            let body = pajamax_test_peer::grpc::message(&message);
-            Frame::data(stream, &body, true).write(&mut input);
-        }
-        conn.recv(&input, now);
+        conn.recv(&own_number_bodies(&[1, 3, 5, 7]), now);
         assert_eq!(conn.open_calls(), 0);
         hear(&mut conn, &mut client);
         let heard = client.take_heard();
@@ -2005,13 +2011,7 @@ mod tests {
         conn.recv(&input, now);
         assert_eq!(conn.open_calls(), 12);
         assert!(conn.waiting.len() >= 8, "{}", conn.waiting.len());
-        let mut input = Vec::new();
-        for &stream in &streams {
-            let message = prost::Message::encode_to_vec(&vec![stream as u8]);
-            let body = pajamax_test_peer::grpc::message(&message);
-            Frame::data(stream, &body, true).write(&mut input);
-        }
-        conn.recv(&input, now);
+        conn.recv(&own_number_bodies(&streams), now);
         assert_eq!(conn.open_calls(), 0);
         hear(&mut conn, &mut client);
         let heard = client.take_heard();

@@ -799,10 +799,7 @@ fn streams_shut_by_their_own_window_wait_aside() {
     peer.take_frames();
     let streams: Vec<u32> = (0..500).map(|i| 1 + 2 * i).collect();
     for &id in &streams {
-        let bytes = peer.headers_frame(id, true);
-        peer.feed(&bytes);
-        peer.conn
-            .send_headers(id, &[Field::indexed(b":status", b"200")], false);
+        open_response(&mut peer, id, true);
         assert_eq!(peer.conn.send_data(id, &[7; 10], true), 10);
     }
     peer.take_frames();
@@ -817,13 +814,7 @@ fn streams_shut_by_their_own_window_wait_aside() {
         updates.extend(window_update(999, 1));
     }
     peer.feed(&updates);
-    let frames = peer.take_frames();
-    let sent: Vec<(u32, usize)> = frames
-        .iter()
-        .filter(|f| f.kind == kind::DATA)
-        .map(|f| (f.stream, f.payload.len()))
-        .collect();
-    assert_eq!(sent, vec![(999, 1); 3]);
+    assert_eq!(data_sent(&peer.take_frames()), vec![(999, 1); 3]);
     assert_eq!(peer.conn.blocked_len(), 0);
 
     // Shut by the connection's window instead, a stream waits in the queue
@@ -847,37 +838,19 @@ fn streams_shut_by_their_own_window_wait_aside() {
 #[test]
 fn streams_shut_by_the_connection_window_resume_in_turn() {
     let mut peer = Peer::default();
-    let bytes = peer.headers_frame(1, true);
-    peer.feed(&bytes);
-    peer.conn
-        .send_headers(1, &[Field::indexed(b":status", b"200")], false);
+    open_response(&mut peer, 1, true);
     assert_eq!(peer.conn.send_data(1, &vec![0; 65_535], false), 65_535);
     for id in [3, 5] {
-        let bytes = peer.headers_frame(id, true);
-        peer.feed(&bytes);
-        peer.conn
-            .send_headers(id, &[Field::indexed(b":status", b"200")], false);
+        open_response(&mut peer, id, true);
         assert_eq!(peer.conn.send_data(id, &[id as u8; 30], true), 30);
     }
     peer.take_frames();
     assert_eq!(peer.conn.blocked_len(), 2);
     // 40 bytes of connection window: stream 3's 30, then 10 of stream 5's.
     peer.feed(&window_update(0, 40));
-    let sent: Vec<(u32, usize)> = peer
-        .take_frames()
-        .iter()
-        .filter(|f| f.kind == kind::DATA)
-        .map(|f| (f.stream, f.payload.len()))
-        .collect();
-    assert_eq!(sent, vec![(3, 30), (5, 10)]);
+    assert_eq!(data_sent(&peer.take_frames()), vec![(3, 30), (5, 10)]);
     peer.feed(&window_update(0, 40));
-    let sent: Vec<(u32, usize)> = peer
-        .take_frames()
-        .iter()
-        .filter(|f| f.kind == kind::DATA)
-        .map(|f| (f.stream, f.payload.len()))
-        .collect();
-    assert_eq!(sent, vec![(5, 20)]);
+    assert_eq!(data_sent(&peer.take_frames()), vec![(5, 20)]);
     assert_eq!(peer.conn.blocked_len(), 0);
 }
 
@@ -1220,6 +1193,15 @@ fn open_response(peer: &mut Peer, id: u32, end_stream: bool) {
     peer.conn
         .send_headers(id, &[Field::indexed(b":status", b"200")], false);
     peer.take_frames();
+}
+
+/// The DATA frames among `frames`: stream and payload length.
+fn data_sent(frames: &[Frame]) -> Vec<(u32, usize)> {
+    frames
+        .iter()
+        .filter(|f| f.kind == kind::DATA)
+        .map(|f| (f.stream, f.payload.len()))
+        .collect()
 }
 
 fn window_updates(frames: &[Frame], stream: u32) -> Vec<u32> {

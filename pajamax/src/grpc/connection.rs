@@ -35,6 +35,7 @@ use crate::grpc::service::MethodKind;
 use crate::grpc::status::{Code, Status};
 use crate::grpc::streaming::{Inbound, Outgoing, Production, RawNext};
 use crate::grpc::timers::Timers;
+use crate::grpc::waiting::WaitingCalls;
 use crate::h2::connection::{Connection, Event};
 use crate::h2::frame::Reason;
 use crate::h2::Config as H2Config;
@@ -168,7 +169,8 @@ pub struct GrpcConnection {
     calls: HashMap<u32, Box<Call>, BuildStreamIdHasher>,
     /// Unary and server-streaming calls that repeat a remembered header
     /// block and wait for their body.
-    waiting: HashMap<u32, Waiting, BuildStreamIdHasher>,
+    /// (Found by the tag on their h2 stream.)
+    waiting: WaitingCalls,
     /// Boxes of finished calls, kept to be handed out again as they are.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Call>>,
@@ -235,7 +237,7 @@ impl GrpcConnection {
             },
             epoch: Instant::now(),
             calls: HashMap::default(),
-            waiting: HashMap::default(),
+            waiting: WaitingCalls::default(),
             spare: Vec::new(),
             max_spare: (config.h2.max_concurrent_streams as usize).min(MAX_SPARE_CALLS),
             events: Vec::new(),
@@ -391,7 +393,8 @@ impl GrpcConnection {
                             if waiting.has_deadline() {
                                 self.new_deadlines.push(stream);
                             }
-                            self.waiting.insert(stream, waiting);
+                            let tag = self.waiting.insert(stream, waiting);
+                            self.h2.set_tag(stream, tag);
                         }
                         (Opened::Done, _) => {}
                     }
@@ -401,7 +404,7 @@ impl GrpcConnection {
                     data,
                     end_stream,
                 } => self.on_data(stream, &input[data], end_stream, now),
-                Event::Reset { stream } => self.on_reset(stream),
+                Event::Reset { stream, tag } => self.on_reset(stream, tag),
                 Event::Writable { stream } => self.on_writable(stream),
             }
         }
@@ -596,7 +599,8 @@ impl GrpcConnection {
 
     fn on_data(&mut self, stream: u32, data: &[u8], end_stream: bool, now: Instant) {
         if !self.waiting.is_empty() {
-            if let Some(waiting) = self.waiting.remove(&stream) {
+            let tag = self.h2.take_tag(stream);
+            if let Some(waiting) = self.waiting.take(tag, stream) {
                 let call = self.resume(waiting);
                 if end_stream && self.is_whole_message(data) {
                     return self.run_single(stream, call, &data[PREFIX_LEN..], now);
@@ -673,8 +677,8 @@ impl GrpcConnection {
         }
     }
 
-    fn on_reset(&mut self, stream: u32) {
-        if self.waiting.remove(&stream).is_some() {
+    fn on_reset(&mut self, stream: u32, tag: u32) {
+        if self.waiting.take(tag, stream).is_some() {
             return;
         }
         if let Some(call) = self.take_call(stream) {
@@ -1516,14 +1520,15 @@ impl GrpcConnection {
         self.timers.expire(now, &mut due);
         for stream in due.drain(..) {
             let Some(call) = self.calls.get_mut(&stream) else {
-                let passed = match self.waiting.get(&stream) {
+                let tag = self.h2.tag(stream);
+                let passed = match self.waiting.get(tag, stream) {
                     Some(waiting) => waiting
                         .deadline(self.epoch)
                         .is_some_and(|deadline| deadline <= now),
                     None => false,
                 };
                 if passed {
-                    let waiting = self.waiting.remove(&stream).expect("found above");
+                    let waiting = self.waiting.take(tag, stream).expect("found above");
                     let call = self.resume(waiting);
                     let status = Status::deadline_exceeded("the call's deadline passed");
                     self.end_call(stream, call, Some(status));
@@ -1550,9 +1555,9 @@ impl GrpcConnection {
             }
         }
         self.due = due;
-        let (calls, waiting) = (&self.calls, &self.waiting);
+        let (calls, waiting, h2) = (&self.calls, &self.waiting, &self.h2);
         self.timers.prune(calls.len() + waiting.len(), |stream| {
-            calls.contains_key(&stream) || waiting.contains_key(&stream)
+            calls.contains_key(&stream) || waiting.get(h2.tag(stream), stream).is_some()
         });
         self.settle(now);
     }
@@ -1565,7 +1570,7 @@ impl GrpcConnection {
                 Some(call) => call.deadline,
                 None => self
                     .waiting
-                    .get(&stream)
+                    .get(self.h2.tag(stream), stream)
                     .and_then(|w| w.deadline(self.epoch)),
             };
             if let Some(deadline) = deadline {
@@ -1595,10 +1600,8 @@ impl GrpcConnection {
     /// served on other threads learn that the connection closed.
     pub fn close_with_status(&mut self, status: &Status, message: &'static str) {
         self.cancel_all();
-        let waiting: Vec<u32> = self.waiting.keys().copied().collect();
-        for stream in waiting {
-            let call = self.waiting.remove(&stream).expect("listed above");
-            let call = self.resume(call);
+        for (stream, waiting) in self.waiting.take_all() {
+            let call = self.resume(waiting);
             self.end_call(stream, call, Some(status.clone()));
         }
         let streams: Vec<u32> = self.calls.keys().copied().collect();

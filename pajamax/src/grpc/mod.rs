@@ -19,3 +19,4 @@ pub mod status;
 pub mod streaming;
 pub mod timeout;
 mod timers;
+mod waiting;

@@ -91,6 +91,9 @@ pub enum Event {
     Reset {
         /// The stream.
         stream: u32,
+        /// The tag the consumer had attached to it
+        /// ([`Connection::set_tag`]), 0 for none.
+        tag: u32,
     },
     /// Bytes the stream held for the client's windows went out: it may
     /// take more ([`Connection::send_capacity`]).
@@ -106,7 +109,7 @@ impl Event {
         match self {
             Event::Request { stream, .. }
             | Event::Data { stream, .. }
-            | Event::Reset { stream }
+            | Event::Reset { stream, .. }
             | Event::Writable { stream } => *stream,
         }
     }
@@ -686,7 +689,10 @@ impl Connection {
             });
         }
         if !opened_here {
-            events.push(Event::Reset { stream });
+            events.push(Event::Reset {
+                stream,
+                tag: state.tag,
+            });
         }
         true
     }
@@ -883,6 +889,28 @@ impl Connection {
             Some(state) if state.send == SendHalf::Open => !SendFlow::hold_trailers(state, fields),
             _ => false,
         }
+    }
+
+    /// Attaches `tag` to `stream`, for the consumer to find its own record
+    /// of the stream without a table of its own (0: nothing); it comes back
+    /// with [`Connection::tag`], [`Connection::take_tag`] and in
+    /// [`Event::Reset`]. Ignored if the stream is gone.
+    pub fn set_tag(&mut self, stream: u32, tag: u32) {
+        if let Some(state) = self.streams.get_mut(stream) {
+            state.tag = tag;
+        }
+    }
+
+    /// The tag attached to `stream`; 0 if none, or if the stream is gone.
+    pub fn tag(&self, stream: u32) -> u32 {
+        self.streams.get(stream).map_or(0, |state| state.tag)
+    }
+
+    /// The tag attached to `stream`, detached; 0 if none.
+    pub fn take_tag(&mut self, stream: u32) -> u32 {
+        self.streams
+            .get_mut(stream)
+            .map_or(0, |state| std::mem::take(&mut state.tag))
     }
 
     /// Tells that the consumer has taken `n` body bytes of `stream` in: the

@@ -672,7 +672,7 @@ fn peer_reset_drops_the_stream() {
     let bytes = peer.headers_frame(1, false);
     peer.feed(&bytes);
     let events = peer.feed(&cancel(1));
-    assert_eq!(events, vec![Event::Reset { stream: 1 }]);
+    assert_eq!(events, vec![Event::Reset { stream: 1, tag: 0 }]);
     peer.conn
         .send_headers(1, &[Field::indexed(b":status", b"200")], false);
     peer.conn.send_data(1, b"nothing", true);
@@ -1356,7 +1356,7 @@ fn headers_data_and_reset_in_one_batch_report_nothing() {
     let mut bytes = data(5, b"abc", false);
     bytes.extend(cancel(5));
     let events = peer.feed(&bytes);
-    assert_eq!(events, vec![Event::Reset { stream: 5 }]);
+    assert_eq!(events, vec![Event::Reset { stream: 5, tag: 0 }]);
 }
 
 #[test]

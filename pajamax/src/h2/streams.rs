@@ -60,6 +60,10 @@ pub(crate) struct Stream {
     /// The input batch in which an event for this stream was last
     /// reported: a reset in the same batch takes those events back.
     pub event_batch: u32,
+    /// What the consumer attached to the stream
+    /// ([`Connection::set_tag`](crate::h2::Connection::set_tag)); 0 for
+    /// nothing. (It fits in what would be padding.)
+    pub tag: u32,
 }
 
 impl Stream {
@@ -78,6 +82,7 @@ impl Stream {
             content_left: NO_LENGTH,
             pending: None,
             event_batch: batch,
+            tag: 0,
         }
     }
 

@@ -74,11 +74,14 @@ async fn shutdown_hooks_run_first_and_service_names_are_known() {
     assert_eq!(order.load(Ordering::SeqCst), 2);
 }
 
-/// Clients that keep opening connections, one call each, while the server
-/// shuts down: each connection is either refused at connect (the listener
-/// is closed before the first GOAWAY) or has its call answered. None is
-/// reset after its request went out, none is turned away with a GOAWAY
-/// that refuses the call it already sent: a gateway could not retry those.
+/// Clients that keep opening connections and making a call while the server
+/// shuts down: a connection the server took has its call answered, none is
+/// reset or turned away once the server has spoken on it (a gateway could
+/// not retry those calls). A connection the kernel queued but the server
+/// never took (it hears nothing, and the listener's close resets it) counts
+/// as refused: the server never read its call. And the listener is closed
+/// before any GOAWAY goes out: a client that reconnects on a GOAWAY is
+/// refused at once, not queued on a listener about to close.
 #[test]
 fn connections_opened_during_a_shutdown_are_answered_or_refused() {
     use pajamax_test_peer::TcpClient;
@@ -93,11 +96,19 @@ fn connections_opened_during_a_shutdown_are_answered_or_refused() {
             let stop = stop.clone();
             std::thread::spawn(move || {
                 let (mut answered, mut refused, mut lost) = (0u32, 0u32, Vec::new());
+                let mut refused_after_goaway = 0u32;
                 while !stop.load(Ordering::Relaxed) {
                     let Ok(mut peer) = TcpClient::handshake(addr, &[]) else {
                         refused += 1;
                         continue;
                     };
+                    // The server speaks first (its SETTINGS) once it has
+                    // taken the connection.
+                    let first = peer.listen(Duration::from_secs(10), |h| h.frames > 0);
+                    if first.frames == 0 {
+                        refused += 1;
+                        continue;
+                    }
                     // ProbeRequest { text: "hi" }
                     let request = peer.client.request(1, "/test.Probe/Echo", b"\x0a\x02hi");
                     if let Err(err) = peer.send(&request) {
@@ -114,8 +125,18 @@ fn connections_opened_during_a_shutdown_are_answered_or_refused() {
                             heard.goaway, heard.last_stream, heard.closed
                         )),
                     }
+                    if first.goaway.is_some() || heard.goaway.is_some() {
+                        match std::net::TcpStream::connect(addr) {
+                            Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => {
+                                refused_after_goaway += 1
+                            }
+                            other => lost.push(format!(
+                                "a connection after a GOAWAY was not refused: {other:?}"
+                            )),
+                        }
+                    }
                 }
-                (answered, refused, lost)
+                (answered, refused, refused_after_goaway, lost)
             })
         })
         .collect();
@@ -124,13 +145,18 @@ fn connections_opened_during_a_shutdown_are_answered_or_refused() {
     // Clients keep trying for a while against the closed listener.
     std::thread::sleep(Duration::from_millis(100));
     stop.store(true, Ordering::Relaxed);
-    let (mut answered, mut refused) = (0, 0);
+    let (mut answered, mut refused, mut after_goaway) = (0, 0, 0);
     for client in clients {
-        let (a, r, lost) = client.join().unwrap();
+        let (a, r, g, lost) = client.join().unwrap();
         assert!(lost.is_empty(), "calls lost at shutdown: {lost:?}");
         answered += a;
         refused += r;
+        after_goaway += g;
     }
     assert!(answered > 0, "calls were answered before the shutdown");
     assert!(refused > 0, "connections were refused after it");
+    assert!(
+        after_goaway > 0,
+        "some clients heard a GOAWAY and reconnected"
+    );
 }

@@ -72,6 +72,15 @@ pub fn with_tls(builder: pajamax::Builder, args: &TlsArgs) -> std::io::Result<pa
     Ok(builder)
 }
 
+/// Binds `addr`, says where it listens on standard output ("listening on
+/// ADDRESS", the port the system chose when `addr` has port 0), and serves
+/// until SIGTERM or SIGINT, then drains gracefully.
+pub fn serve_until_signal(builder: pajamax::Builder, addr: &str) -> std::io::Result<()> {
+    let server = builder.bind(addr)?;
+    println!("listening on {}", server.local_addr());
+    server.shutdown_on_signals()
+}
+
 /// Greets whoever the request names.
 ///
 /// ```

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{connect, free_local_addr, unary, KillOnDrop};
+use common::{connect, start_listening, unary};
 use pajamax::dispatch;
 use pajamax_examples::dict_store::dict_store_server::{
     DictStoreAnswer, DictStoreCall, DictStoreRequest, DictStoreServer,
@@ -437,14 +437,11 @@ async fn a_backend_may_answer_through_the_parts_of_a_call() {
 
 #[tokio::test]
 async fn the_binary_serves_with_settings_from_the_environment() {
-    let addr = free_local_addr();
-    let _server = KillOnDrop(
+    let (_server, addr) = start_listening(
         Command::new(env!("CARGO_BIN_EXE_dict_store"))
-            .arg(&addr)
+            .arg("127.0.0.1:0")
             .env("DICT_STORE_SHARDS", "3")
-            .env("DICT_STORE_QUEUE_SIZE", "64")
-            .spawn()
-            .expect("start dict_store"),
+            .env("DICT_STORE_QUEUE_SIZE", "64"),
     );
     let channel = connect(&addr).await;
     assert_eq!(set(&channel, "a", 1.5).await.unwrap(), None);

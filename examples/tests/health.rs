@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{connect, free_local_addr, unary, KillOnDrop};
+use common::{connect, start_listening, unary};
 use pajamax_health::proto::{HealthCheckRequest, HealthCheckResponse};
 use pajamax_health::ServingStatus;
 use std::process::Command;
@@ -12,13 +12,8 @@ const CHECK: &str = "/grpc.health.v1.Health/Check";
 
 #[tokio::test]
 async fn helloworld_binary_answers_health_checks() {
-    let addr = free_local_addr();
-    let _server = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_helloworld"))
-            .arg(&addr)
-            .spawn()
-            .expect("start helloworld"),
-    );
+    let (_server, addr) =
+        start_listening(Command::new(env!("CARGO_BIN_EXE_helloworld")).arg("127.0.0.1:0"));
     let channel = connect(&addr).await;
     for service in ["", "helloworld.Greeter"] {
         let request = HealthCheckRequest {

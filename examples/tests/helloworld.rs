@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{connect, free_local_addr, unary, KillOnDrop};
+use common::{connect, start_listening, unary};
 use pajamax_examples::echo::echo_server::EchoServer;
 use pajamax_examples::echo::EchoMessage;
 use pajamax_examples::helloworld::greeter_server::GreeterServer;
@@ -13,13 +13,8 @@ use std::process::Command;
 
 #[tokio::test]
 async fn helloworld_binary_greets() {
-    let addr = free_local_addr();
-    let _server = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_helloworld"))
-            .arg(&addr)
-            .spawn()
-            .expect("start helloworld"),
-    );
+    let (_server, addr) =
+        start_listening(Command::new(env!("CARGO_BIN_EXE_helloworld")).arg("127.0.0.1:0"));
     let channel = connect(&addr).await;
     let reply: HelloReply = unary(
         channel,

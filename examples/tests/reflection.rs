@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{bidi, connect, free_local_addr, KillOnDrop};
+use common::{bidi, connect, start_listening, KillOnDrop};
 use pajamax_reflection::v1::server_reflection_request::MessageRequest;
 use pajamax_reflection::v1::server_reflection_response::MessageResponse;
 use pajamax_reflection::v1::{ExtensionRequest, ServerReflectionRequest, ServerReflectionResponse};
@@ -17,16 +17,14 @@ const V1: &str = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo";
 const V1ALPHA: &str = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
 
 /// Starts example binary `exe` with `args`, where `{addr}` and `{port}`
-/// stand for a free loopback address and its port.
+/// stand for a loopback address of port 0 and that port, and returns it
+/// with the address it listens on.
 fn start(exe: &str, args: &[&str]) -> (KillOnDrop, String) {
-    let addr = free_local_addr();
-    let port = addr.rsplit(':').next().unwrap().to_owned();
     let args: Vec<String> = args
         .iter()
-        .map(|arg| arg.replace("{addr}", &addr).replace("{port}", &port))
+        .map(|arg| arg.replace("{addr}", "127.0.0.1:0").replace("{port}", "0"))
         .collect();
-    let server = KillOnDrop(Command::new(exe).args(&args).spawn().expect("start"));
-    (server, addr)
+    start_listening(Command::new(exe).args(&args))
 }
 
 /// Asks `questions` on one reflection stream at `path`; the answers in

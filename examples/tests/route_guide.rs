@@ -3,7 +3,7 @@
 mod common;
 
 use common::{
-    bidi, client_streaming, connect, free_local_addr, server_streaming, unary, KillOnDrop,
+    bidi, client_streaming, connect, server_streaming, start_listening, unary, KillOnDrop,
 };
 use pajamax_examples::route_guide::{
     distance, features, Feature, Point, Rectangle, RouteNote, RouteSummary,
@@ -12,14 +12,7 @@ use std::process::Command;
 use tokio::sync::mpsc;
 
 fn start() -> (KillOnDrop, String) {
-    let addr = free_local_addr();
-    let server = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_route_guide"))
-            .arg(&addr)
-            .spawn()
-            .expect("start route_guide"),
-    );
-    (server, addr)
+    start_listening(Command::new(env!("CARGO_BIN_EXE_route_guide")).arg("127.0.0.1:0"))
 }
 
 fn point(latitude: i32, longitude: i32) -> Point {

@@ -59,7 +59,7 @@ fn serve(addr: &str, args: Args) -> std::io::Result<()> {
         pajamax_health::proto::FILE_DESCRIPTOR_SET,
     ];
     let builder = pajamax_reflection::serve(builder, &sets);
-    builder.serve_until_signal(addr)
+    pajamax_examples::serve_until_signal(builder, addr)
 }
 
 /// Reads the arguments; `None` for `--help`.

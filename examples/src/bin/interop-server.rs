@@ -103,7 +103,7 @@ fn main() -> ExitCode {
         pajamax_health::proto::FILE_DESCRIPTOR_SET,
     ];
     let builder = pajamax_reflection::serve(builder, &sets);
-    let served = builder.serve_until_signal(addr.as_str());
+    let served = pajamax_examples::serve_until_signal(builder, &addr);
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -20,5 +20,5 @@ fn main() -> std::io::Result<()> {
         pajamax_health::proto::FILE_DESCRIPTOR_SET,
     ];
     let builder = pajamax_reflection::serve(builder, &sets);
-    builder.serve_until_signal(addr.as_str())
+    pajamax_examples::serve_until_signal(builder, &addr)
 }

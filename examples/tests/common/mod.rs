@@ -1,7 +1,8 @@
 //! Client helpers shared by the examples' tests.
 #![allow(dead_code)]
 
-use std::process::Child;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tonic::transport::{Channel, Endpoint};
 
@@ -107,15 +108,36 @@ pub async fn connect(addr: &str) -> Channel {
     }
 }
 
-/// A loopback address whose port the OS reported free, for a server
-/// binary that takes its listen address as an argument.
-pub fn free_local_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    format!("127.0.0.1:{port}")
+/// Starts an example server binary (`command`, given a listen address of
+/// port 0) and returns it with the address it says it listens on: the
+/// system chose the port, so servers of tests that run at once never
+/// share one.
+///
+/// # Panics
+///
+/// If the binary does not start or exits before it listens.
+pub fn start_listening(command: &mut Command) -> (KillOnDrop, String) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    let stdout = child.stdout.take().expect("piped");
+    let server = KillOnDrop(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let addr = loop {
+        match lines.next() {
+            Some(Ok(line)) => {
+                if let Some(addr) = line.strip_prefix("listening on ") {
+                    break addr.to_owned();
+                }
+            }
+            _ => panic!("the server exited before it listened"),
+        }
+    };
+    // The rest of its output is read, so the server never waits on a full
+    // pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (server, addr)
 }
 
 /// A child process killed when the test ends, however it ends.

@@ -127,10 +127,21 @@ impl Drop for ServerProcess {
     }
 }
 
-/// A loopback address with a port free a moment ago.
+/// A loopback address with a port free a moment ago, and never handed out
+/// before in this process: the system may give a port that was just let go
+/// to the next one who asks, and two tests of this file run at once must
+/// not start their servers on the same port.
 fn free_local_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        if !handed_out.contains(&addr.port()) {
+            handed_out.push(addr.port());
+            return addr.to_string();
+        }
+    }
 }
 
 /// A unary call answered from another thread after `ms` milliseconds.

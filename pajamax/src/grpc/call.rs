@@ -87,13 +87,13 @@ impl RememberedHeads {
         if block_id == 0 {
             return None;
         }
-        let of =
-            |head: &Option<Rc<SharedHead>>| head.as_ref().is_some_and(|h| h.block_id == block_id);
-        if of(&self.heads[0]) {
-            return self.heads[0].clone();
+        let at = self
+            .heads
+            .iter()
+            .position(|head| head.as_ref().is_some_and(|h| h.block_id == block_id))?;
+        if at > 0 {
+            self.heads[..=at].rotate_right(1);
         }
-        let at = self.heads.iter().position(of)?;
-        self.heads[..=at].rotate_right(1);
         self.heads[0].clone()
     }
 

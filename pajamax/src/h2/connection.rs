@@ -460,8 +460,9 @@ impl Connection {
 
     /// A complete header block: a request's head, or trailers. Only a
     /// request's fields stay in the batch's field list (its event points at
-    /// them); those of trailers or of a block that fails go at once, so
-    /// blocks that open nothing cannot pile fields up in one read.
+    /// them); trailers are decoded without keeping theirs, and those of a
+    /// block that fails go at once, so blocks that open nothing cannot pile
+    /// fields up in one read.
     fn on_header_block(
         &mut self,
         id: u32,
@@ -473,7 +474,7 @@ impl Connection {
         let first_field = self.fields.len();
         let is_trailers = self.streams.contains(id);
         let result = self.header_block(id, is_trailers, block, end_stream, self_dependent, events);
-        if is_trailers || result.is_err() {
+        if result.is_err() {
             self.fields.truncate(first_field);
         }
         result

@@ -223,12 +223,7 @@ impl RepeatedBlock {
         };
         // The most recently used first: a client repeating one block finds
         // it there.
-        let hit = if same(&self.entries[0]) {
-            Some(0)
-        } else {
-            self.entries.iter().skip(1).position(same).map(|at| at + 1)
-        };
-        if let Some(at) = hit {
+        if let Some(at) = self.entries.iter().position(same) {
             if at > 0 {
                 self.entries[..=at].rotate_right(1);
             }

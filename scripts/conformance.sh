@@ -19,8 +19,7 @@ source "$(dirname "$0")/lib.sh"
 
 h2spec_timeout=${H2SPEC_TIMEOUT:-5}
 
-started=$(date +%s)
-log() { printf '[conformance %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
+log_as conformance
 
 # ----- tools -----
 

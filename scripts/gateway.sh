@@ -57,8 +57,7 @@ case "${1:-}" in
     ;;
 esac
 
-started=$(date +%s)
-log() { printf '[gateway %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
+log_as gateway
 
 # ----- tools -----
 

@@ -22,8 +22,7 @@ source "$(dirname "$0")/lib.sh"
 PROBE_VERSION=v0.4.61
 PROBE_MODULE=github.com/grpc-ecosystem/grpc-health-probe
 
-started=$(date +%s)
-log() { printf '[health-check %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
+log_as health-check
 
 # ----- the probe -----
 

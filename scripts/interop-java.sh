@@ -36,8 +36,7 @@ CASES=(
 CLIENT_MAIN=io.grpc.testing.integration.TestServiceClient
 pom="$root/scripts/conformance-tools/java/pom.xml"
 
-started=$(date +%s)
-log() { printf '[interop-java %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
+log_as interop-java
 
 # ----- tools -----
 

@@ -2,6 +2,14 @@
 # h2spec and the Go interop client.
 # shellcheck shell=bash
 
+# Names the calling script in its log lines and starts their clock: after
+# `log_as NAME`, `log MESSAGE` prints "[NAME  12s] MESSAGE".
+log_as() {
+    log_name=$1
+    started=$(date +%s)
+}
+log() { printf '[%s %3ss] %s\n' "$log_name" "$(($(date +%s) - started))" "$*"; }
+
 # Waits until the server with pid $1 accepts on port $2.
 wait_ready() {
     local pid=$1 port=$2

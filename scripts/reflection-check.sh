@@ -20,8 +20,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-started=$(date +%s)
-log() { printf '[reflection-check %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
+log_as reflection-check
 
 # ----- grpcurl -----
 

@@ -28,8 +28,7 @@ source "$(dirname "$0")/lib.sh"
 
 h2spec_timeout=${H2SPEC_TIMEOUT:-5}
 
-started=$(date +%s)
-log() { printf '[tls-check %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
+log_as tls-check
 
 # ----- tools -----
 

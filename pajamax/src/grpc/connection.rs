@@ -1620,6 +1620,20 @@ impl GrpcConnection {
         self.h2.advance_output(n);
     }
 
+    /// Lends the output `spare`'s room before the connection is served
+    /// ([`h2::Connection::lend_output_room`](crate::h2::Connection::lend_output_room)).
+    #[inline]
+    pub fn lend_output_room(&mut self, spare: &mut Vec<u8>) {
+        self.h2.lend_output_room(spare);
+    }
+
+    /// Takes the output's room back after the connection was served
+    /// ([`h2::Connection::reclaim_output_room`](crate::h2::Connection::reclaim_output_room)).
+    #[inline]
+    pub fn reclaim_output_room(&mut self, spare: &mut Vec<u8>) {
+        self.h2.reclaim_output_room(spare);
+    }
+
     /// Forgets every call: the connection has failed.
     fn end_all_calls(&mut self) {
         self.cancel_all();

@@ -962,8 +962,28 @@ impl Connection {
     }
 
     /// Reports that the first `n` bytes of [`Connection::output`] were written.
+    /// The output keeps its room once written, until
+    /// [`Connection::reclaim_output_room`].
     pub fn advance_output(&mut self, n: usize) {
         self.output.advance(n);
+    }
+
+    /// Before the connection is served: while nothing is pending, the
+    /// output takes `spare`'s room if it is larger. With
+    /// [`Connection::reclaim_output_room`] after, a caller serving many
+    /// connections in turn keeps one large buffer for all of them, instead
+    /// of each output growing in every burst and shrinking after it.
+    #[inline]
+    pub fn lend_output_room(&mut self, spare: &mut Vec<u8>) {
+        self.output.lend_room(spare);
+    }
+
+    /// After the connection was served: while nothing is pending, an output
+    /// holding more than 4 KiB of room gives it back, the larger of its
+    /// buffer and `spare` going to `spare`.
+    #[inline]
+    pub fn reclaim_output_room(&mut self, spare: &mut Vec<u8>) {
+        self.output.reclaim_room(spare);
     }
 
     fn close_send_side(&mut self, stream: u32) {

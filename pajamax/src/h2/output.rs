@@ -50,8 +50,9 @@ pub struct BlockMemo {
     frame: Vec<u8>,
 }
 
-/// The most room an empty output keeps: enough for a few answers, little
-/// across many quiet connections.
+/// The most room an empty output keeps between turns
+/// ([`Output::reclaim_room`]): enough for a few answers, little across many
+/// quiet connections.
 const KEPT_ROOM: usize = 4 << 10;
 
 /// Bytes for the socket, written from the front.
@@ -105,14 +106,31 @@ impl Output {
         if self.start >= self.buf.len() {
             self.buf.clear();
             self.start = 0;
-            if self.buf.capacity() > KEPT_ROOM {
-                // A burst's room goes back once it is written: connections
-                // that are quiet hold little.
-                self.buf.shrink_to(KEPT_ROOM);
-            }
         } else if self.start > 64 << 10 && self.start * 2 > self.buf.len() {
             self.buf.drain(..self.start);
             self.start = 0;
+        }
+    }
+
+    /// Before the connection is served: an output with nothing pending
+    /// takes `spare`'s room if it is larger.
+    #[inline]
+    pub(crate) fn lend_room(&mut self, spare: &mut Vec<u8>) {
+        if self.buf.is_empty() && spare.capacity() > self.buf.capacity() {
+            std::mem::swap(&mut self.buf, spare);
+        }
+    }
+
+    /// After the connection was served: an output with nothing pending and
+    /// more than [`KEPT_ROOM`] gives its room back, the larger of the two
+    /// buffers to `spare`.
+    #[inline]
+    pub(crate) fn reclaim_room(&mut self, spare: &mut Vec<u8>) {
+        if self.buf.is_empty() && self.buf.capacity() > KEPT_ROOM {
+            if spare.capacity() < self.buf.capacity() {
+                std::mem::swap(&mut self.buf, spare);
+            }
+            self.buf.shrink_to(KEPT_ROOM);
         }
     }
 
@@ -216,6 +234,43 @@ mod tests {
             })
             .unwrap();
         fields
+    }
+
+    #[test]
+    fn a_burst_room_goes_to_the_spare_and_comes_back_from_it() {
+        let mut spare = Vec::new();
+        let mut a = Output::new();
+        // A burst grows the output; written, it keeps its room until the
+        // turn ends, then gives it to the spare and keeps little.
+        a.buf().extend_from_slice(&[7; 100 << 10]);
+        a.advance(60 << 10);
+        a.reclaim_room(&mut spare);
+        assert!(
+            a.buf.capacity() >= 100 << 10,
+            "nothing taken while bytes wait"
+        );
+        assert!(spare.capacity() == 0);
+        a.advance(40 << 10);
+        assert!(a.pending().is_empty() && a.buf.capacity() >= 100 << 10);
+        a.reclaim_room(&mut spare);
+        assert!(a.buf.capacity() <= KEPT_ROOM);
+        assert!(spare.capacity() >= 100 << 10);
+        // Another connection's output borrows it for its turn, and the
+        // larger of two large buffers is the one kept.
+        let mut b = Output::new();
+        b.lend_room(&mut spare);
+        assert!(b.buf.capacity() >= 100 << 10 && spare.capacity() <= KEPT_ROOM);
+        a.buf().extend_from_slice(&[1; 200 << 10]);
+        a.advance(200 << 10);
+        b.reclaim_room(&mut spare);
+        a.reclaim_room(&mut spare);
+        assert!(spare.capacity() >= 200 << 10);
+        assert!(a.buf.capacity() <= KEPT_ROOM && b.buf.capacity() <= KEPT_ROOM);
+        // An output with bytes waiting keeps its own buffer.
+        b.buf().extend_from_slice(b"waiting");
+        b.lend_room(&mut spare);
+        assert!(spare.capacity() >= 200 << 10);
+        assert_eq!(b.pending(), b"waiting");
     }
 
     #[test]

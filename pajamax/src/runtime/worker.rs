@@ -108,6 +108,10 @@ pub(crate) struct Worker {
     /// Where every connection's reads go: a connection holds on to input
     /// only while it is an incomplete frame or reading is paused.
     read_buf: Vec<u8>,
+    /// The room of the largest output a connection needed in a turn, lent
+    /// to each connection while it is served: one buffer for the worker
+    /// instead of each connection's growing and shrinking in every burst.
+    spare_output: Vec<u8>,
     /// Where TLS connections' reads go before they are decrypted into
     /// `read_buf`; sized at the first TLS read.
     #[cfg(feature = "tls")]
@@ -159,6 +163,7 @@ impl Worker {
             due: SlotList::default(),
             delivered: SlotList::default(),
             read_buf,
+            spare_output: Vec::new(),
             #[cfg(feature = "tls")]
             cipher_buf: Vec::new(),
             timers: BinaryHeap::new(),
@@ -358,6 +363,7 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
+        conn.grpc.lend_output_room(&mut self.spare_output);
         let outcome = serve(
             conn,
             &self.config,
@@ -368,6 +374,7 @@ impl Worker {
             #[cfg(feature = "tls")]
             &mut self.cipher_buf,
         );
+        conn.grpc.reclaim_output_room(&mut self.spare_output);
         self.counted.answered += conn.grpc.take_answered();
         self.counted.reads += std::mem::take(&mut conn.reads);
         self.counted.writes += std::mem::take(&mut conn.writes);

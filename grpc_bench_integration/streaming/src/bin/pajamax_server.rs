@@ -1,6 +1,8 @@
 //! The stream bench on pajamax, everything on the worker: `Subscribe` is an
 //! iterator pulled as the client's windows allow (`ServerStream::iter`),
-//! `Echo` a `BidiHandler` answering each item as it arrives.
+//! `Echo` a `BidiHandler` answering each item as it arrives. jemalloc, as
+//! the tonic server: the handlers allocate each item's payload, and both
+//! servers pay for it with the same allocator.
 //!
 //! Listens on `0.0.0.0:$STREAMING_BENCH_PORT` (50061) with one worker per
 //! CPU given in `GRPC_SERVER_CPUS` (default 1), each pinned to one of the
@@ -10,6 +12,9 @@ use pajamax::{BidiHandler, BidiStream, Context, Responses, ServerStream, Status}
 use streaming_bench::pajamax_proto::stream_bench_server::{StreamBench, StreamBenchServer};
 use streaming_bench::pajamax_proto::{Ask, Item};
 use streaming_bench::{listen_addr, payload, server_cpus, MAX_SIZE};
+
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 struct Bench;
 

@@ -28,6 +28,10 @@ const READS_PER_TURN: usize = 8;
 /// server's GOAWAY, so the GOAWAY is not lost to a TCP reset.
 const LINGER: Duration = Duration::from_secs(1);
 
+/// The most output room a worker keeps across a sweep for the connections
+/// it serves (`Worker::spare_output`).
+const SPARE_KEPT: usize = 64 << 10;
+
 /// A connection handed from the acceptor to a worker.
 pub(crate) struct NewConnection {
     pub socket: Socket,
@@ -111,6 +115,7 @@ pub(crate) struct Worker {
     /// The room of the largest output a connection needed in a turn, lent
     /// to each connection while it is served: one buffer for the worker
     /// instead of each connection's growing and shrinking in every burst.
+    /// Dropped at each sweep when above [`SPARE_KEPT`].
     spare_output: Vec<u8>,
     /// Where TLS connections' reads go before they are decrypted into
     /// `read_buf`; sized at the first TLS read.
@@ -443,6 +448,11 @@ impl Worker {
     /// Closes idle connections, ends lingering ones, and forces the end of
     /// a shutdown that takes longer than its grace period.
     fn sweep(&mut self, now: Instant) {
+        if self.spare_output.capacity() > SPARE_KEPT {
+            // Let go once per tick: a busy worker grows it again in one
+            // turn, a quiet one does not hold its largest burst for good.
+            self.spare_output = Vec::new();
+        }
         let force = self.stopping_now
             || self
                 .shutting_down_since

@@ -118,8 +118,10 @@ struct CallEnv {
 
 impl CallEnv {
     /// The context of the call on `stream`; with `remote` its handler may
-    /// take the call to another thread.
+    /// take the call to another thread. `compressed`: the request's message
+    /// came compressed.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn context<'a>(
         &'a self,
         stream: u32,
@@ -127,19 +129,27 @@ impl CallEnv {
         deadline: Option<Instant>,
         response: &'a mut ResponseMetadata,
         remote: bool,
+        compressed: bool,
     ) -> Context<'a> {
-        let ctx = Context::new(metadata, deadline, self.peer, response)
-            .with_peer_identity(&self.peer_identity);
-        match &self.inbox {
-            Some((inbox, connection)) if remote => ctx.answer_to(AnswerTo {
+        let answer_to = match &self.inbox {
+            Some((inbox, connection)) if remote => Some(AnswerTo {
                 inbox,
                 connection: *connection,
                 stream,
                 credit: self.credit,
                 incoming_limit: self.incoming_limit,
             }),
-            _ => ctx,
-        }
+            _ => None,
+        };
+        Context::for_call(
+            metadata,
+            deadline,
+            self.peer,
+            &self.peer_identity,
+            response,
+            answer_to,
+            compressed,
+        )
     }
 }
 
@@ -814,10 +824,8 @@ impl GrpcConnection {
             call.deadline,
             &mut self.response_metadata,
             true,
+            call.compressed_request,
         );
-        if call.compressed_request {
-            ctx = ctx.with_request_compressed(true);
-        }
         let intercepted = if self.intercepting {
             let info = self.router.call_info(route);
             executor::intercept(self.router.hooks(), &info, &mut ctx)
@@ -896,10 +904,14 @@ impl GrpcConnection {
         let service = self.router.service(route.service);
         let compressed = call.compressed_request;
         let metadata = call::request_metadata(&call.shared, &call.metadata);
-        let mut ctx = self
-            .env
-            .context(stream, metadata, call.deadline, &mut call.response, true)
-            .with_request_compressed(compressed);
+        let mut ctx = self.env.context(
+            stream,
+            metadata,
+            call.deadline,
+            &mut call.response,
+            true,
+            compressed,
+        );
         let outcome = if self.intercepting {
             let info = self.router.call_info(route);
             executor::intercept(self.router.hooks(), &info, &mut ctx)
@@ -959,9 +971,14 @@ impl GrpcConnection {
         }
         let service = self.router.service(route.service);
         let metadata = call::request_metadata(&call.shared, &call.metadata);
-        let mut ctx = self
-            .env
-            .context(stream, metadata, call.deadline, &mut call.response, true);
+        let mut ctx = self.env.context(
+            stream,
+            metadata,
+            call.deadline,
+            &mut call.response,
+            true,
+            false,
+        );
         let outcome = if self.intercepting {
             let info = self.router.call_info(route);
             executor::intercept(self.router.hooks(), &info, &mut ctx)
@@ -1064,10 +1081,14 @@ impl GrpcConnection {
                     }
                     let out = &mut self.outgoing;
                     let metadata = call::request_metadata(&call.shared, &call.metadata);
-                    let mut ctx = self
-                        .env
-                        .context(stream, metadata, call.deadline, &mut call.response, false)
-                        .with_request_compressed(compressed);
+                    let mut ctx = self.env.context(
+                        stream,
+                        metadata,
+                        call.deadline,
+                        &mut call.response,
+                        false,
+                        compressed,
+                    );
                     let message = &framed[PREFIX_LEN..];
                     let outcome = executor::on_message(handler.as_mut(), &mut ctx, message, out);
                     if let Some(choice) = ctx.compression_choice() {
@@ -1151,6 +1172,7 @@ impl GrpcConnection {
                     call.deadline,
                     &mut call.response,
                     client_streaming,
+                    false,
                 );
                 let outcome = executor::on_end(handler.as_mut(), &mut ctx, out);
                 let choice = ctx.compression_choice();

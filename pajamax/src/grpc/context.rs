@@ -102,21 +102,35 @@ impl<'a> Context<'a> {
         }
     }
 
-    /// Shows the connection's peer identity to the call.
+    /// A call's context as its connection makes it: every field written
+    /// once, in place (a chain of builders that each take and return the
+    /// context moves it whole at every step, once per request or message).
+    /// `answer_to` lets the call be answered from another thread;
+    /// `request_compressed` is for [`Context::request_compressed`].
     #[inline]
-    #[cfg_attr(not(feature = "tls"), allow(unused_mut, unused_variables))]
-    pub(crate) fn with_peer_identity(mut self, identity: &'a PeerIdentity) -> Self {
-        #[cfg(feature = "tls")]
-        {
-            self.peer_certificates = identity.certificates.as_deref();
+    #[allow(clippy::too_many_arguments)]
+    #[cfg_attr(not(feature = "tls"), allow(unused_variables))]
+    pub(crate) fn for_call(
+        request_metadata: &'a Metadata,
+        deadline: Option<Instant>,
+        peer: Option<SocketAddr>,
+        identity: &'a PeerIdentity,
+        response: &'a mut ResponseMetadata,
+        answer_to: Option<AnswerTo<'a>>,
+        request_compressed: bool,
+    ) -> Context<'a> {
+        Context {
+            request_metadata,
+            deadline,
+            peer,
+            response,
+            answer_to,
+            remote: None,
+            request_compressed,
+            compress: None,
+            #[cfg(feature = "tls")]
+            peer_certificates: identity.certificates.as_deref(),
         }
-        self
-    }
-
-    /// Marks the request as compressed (for [`Context::request_compressed`]).
-    pub(crate) fn with_request_compressed(mut self, compressed: bool) -> Self {
-        self.request_compressed = compressed;
-        self
     }
 
     /// Whether the request's message came compressed (`grpc-encoding`
@@ -137,12 +151,6 @@ impl<'a> Context<'a> {
     /// The handler's choice of compression, if it made one.
     pub(crate) fn compression_choice(&self) -> Option<bool> {
         self.compress
-    }
-
-    /// Lets the call be answered from another thread, through `to`.
-    pub(crate) fn answer_to(mut self, to: AnswerTo<'a>) -> Self {
-        self.answer_to = Some(to);
-        self
     }
 
     /// Takes the call's [`Responder`], to answer later from any thread.

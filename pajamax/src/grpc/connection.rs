@@ -1317,24 +1317,40 @@ impl GrpcConnection {
             if budget == 0 {
                 continue;
             }
-            self.scratch.clear();
             let mut end = None;
-            while self.scratch.len() < budget {
-                match executor::pull(producer.as_mut(), now, &mut self.scratch) {
-                    RawNext::Message => {}
-                    RawNext::Wait(at) => {
-                        *wake_at = Some(at);
-                        self.timers.add(at, stream);
-                        break;
-                    }
-                    RawNext::End(result) => {
-                        end = Some(result.err());
-                        break;
+            let timers = &mut self.timers;
+            let mut pull = |out: &mut Vec<u8>| {
+                let start = out.len();
+                while out.len() - start < budget {
+                    match executor::pull(producer.as_mut(), now, out) {
+                        RawNext::Message => {}
+                        RawNext::Wait(at) => {
+                            *wake_at = Some(at);
+                            timers.add(at, stream);
+                            break;
+                        }
+                        RawNext::End(result) => {
+                            end = Some(result.err());
+                            break;
+                        }
                     }
                 }
+            };
+            // With the headers out and the windows open, the messages are
+            // encoded straight into the output.
+            let in_place = if call.headers_sent && !call.compress {
+                self.h2.send_data_in_place(stream, &mut pull)
+            } else {
+                None
+            };
+            if in_place.is_none() {
+                self.scratch.clear();
+                pull(&mut self.scratch);
             }
             let waiting = wake_at.is_some();
-            if !self.scratch.is_empty() {
+            if let Some(made) = in_place {
+                call.response_bytes += made as u64;
+            } else if !self.scratch.is_empty() {
                 if !call.headers_sent {
                     call.headers_sent = true;
                     response::send_headers(

@@ -837,6 +837,52 @@ impl Connection {
         self.streams.remember_closed(stream, state.recv_open());
     }
 
+    /// As [`Connection::send_data`] without END_STREAM, for body bytes that
+    /// `write` appends to the output itself, so that they are not copied
+    /// there from a buffer of the caller's. Only while the stream holds no
+    /// bytes and the client's windows are open
+    /// ([`Connection::send_window`] above zero): otherwise `write` is not
+    /// called and `None` comes back. Bytes past what the windows let out
+    /// are held as `send_data` holds them (a copy of those only). Returns
+    /// how many bytes `write` appended.
+    pub fn send_data_in_place(
+        &mut self,
+        stream: u32,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> Option<usize> {
+        let room = self.send_window(stream);
+        if room == 0 {
+            return None;
+        }
+        let max_frame = self.output.max_frame();
+        let out = self.output.buf();
+        let header_at = out.len();
+        out.extend_from_slice(&[0; frame::HEADER_LEN]);
+        let start = out.len();
+        write(out);
+        let len = out.len() - start;
+        let sent = len.min(room);
+        let held = (len > sent).then(|| {
+            let held = out[start + sent..].to_vec();
+            out.truncate(start + sent);
+            held
+        });
+        if sent == 0 {
+            out.truncate(header_at);
+        } else {
+            send_flow::frame_in_place(out, header_at, stream, max_frame);
+            let state = self.streams.get_mut(stream).expect("open, with a window");
+            state.send_window.consume(sent);
+            self.send_flow.window.consume(sent);
+        }
+        if let Some(held) = held {
+            // The windows are used up: all of it is held.
+            let taken = self.send_data(stream, &held, false);
+            debug_assert_eq!(taken, held.len());
+        }
+        Some(len)
+    }
+
     /// Sends body bytes on `stream` as far as the client's windows allow
     /// and holds the rest, and returns how many bytes it took: all of
     /// `data`, or none when the stream already holds

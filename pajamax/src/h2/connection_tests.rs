@@ -792,6 +792,81 @@ fn send_respects_windows_and_resumes_on_window_update() {
 }
 
 #[test]
+fn data_written_in_place_is_framed_within_windows_and_the_rest_held() {
+    // Stream window 40,000 (connection window 65,535); frames of at most
+    // 16,384 bytes.
+    let mut peer = Peer::default();
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 40_000)]));
+    peer.take_frames();
+    let bytes = peer.headers_frame(1, true);
+    peer.feed(&bytes);
+    // Before the headers the stream has no window to write into.
+    assert_eq!(
+        peer.conn.send_data_in_place(1, |_| panic!("not called")),
+        None
+    );
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], false);
+    peer.take_frames();
+
+    // Small: one frame, the windows debited.
+    let made = peer
+        .conn
+        .send_data_in_place(1, |out| out.extend_from_slice(&[1; 100]));
+    assert_eq!(made, Some(100));
+    assert_eq!(peer.conn.send_window(1), 40_000 - 100);
+    let frames = peer.take_frames();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(
+        (frames[0].kind, frames[0].stream, frames[0].flags),
+        (kind::DATA, 1, 0)
+    );
+    assert_eq!(frames[0].payload, vec![1; 100]);
+
+    // Nothing written: no frame.
+    assert_eq!(peer.conn.send_data_in_place(1, |_| {}), Some(0));
+    assert!(peer.take_frames().is_empty());
+
+    // 50,000 bytes (each byte its position mod 251): 39,900 go out in
+    // frames of 16,384 at most, the rest is held.
+    let body: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+    let made = peer
+        .conn
+        .send_data_in_place(1, |out| out.extend_from_slice(&body));
+    assert_eq!(made, Some(50_000));
+    let frames = peer.take_frames();
+    let sizes: Vec<usize> = frames.iter().map(|f| f.payload.len()).collect();
+    assert_eq!(sizes, [16_384, 16_384, 7_132]);
+    assert!(frames
+        .iter()
+        .all(|f| f.kind == kind::DATA && f.stream == 1 && f.flags == 0));
+    let sent: Vec<u8> = frames.iter().flat_map(|f| f.payload.clone()).collect();
+    assert_eq!(sent, body[..39_900]);
+    assert_eq!(peer.conn.buffered(1), 10_100);
+    // Holding bytes, the stream takes nothing in place.
+    assert_eq!(
+        peer.conn.send_data_in_place(1, |_| panic!("not called")),
+        None
+    );
+
+    // The window opens: the held bytes follow, in order, then the end.
+    let events = peer.feed(&window_update(1, 20_000));
+    assert!(events.contains(&Event::Writable { stream: 1 }));
+    peer.conn
+        .send_trailers(1, &[Field::indexed(b"grpc-status", b"0")]);
+    let frames = peer.take_frames();
+    let rest: Vec<u8> = frames
+        .iter()
+        .filter(|f| f.kind == kind::DATA)
+        .flat_map(|f| f.payload.clone())
+        .collect();
+    assert_eq!(rest, body[39_900..]);
+    let last = frames.last().unwrap();
+    assert!(last.kind == kind::HEADERS && last.has(flag::END_STREAM));
+    assert!(!peer.conn.is_stream_open(1));
+}
+
+#[test]
 fn streams_shut_by_their_own_window_wait_aside() {
     // Each stream may receive 4 bytes; the connection window stays open.
     let mut peer = Peer::default();

@@ -329,6 +329,22 @@ impl SendFlow {
 /// Writes as much of `data` as the windows and the frame size allow, as
 /// DATA frames; END_STREAM goes on the last one if all of `data` fits.
 /// Returns the number of bytes of `data` written.
+/// Turns the bytes after `out[header_at..header_at + HEADER_LEN]` (a
+/// header's room, reserved before they were written) into DATA frames of
+/// `stream` without END_STREAM: that header is filled in, and one more is
+/// inserted before each further `max_frame` bytes.
+pub(crate) fn frame_in_place(out: &mut Vec<u8>, header_at: usize, stream: u32, max_frame: usize) {
+    let header = |len| frame::header(len, kind::DATA, 0, stream);
+    let first = (out.len() - header_at - frame::HEADER_LEN).min(max_frame);
+    out[header_at..header_at + frame::HEADER_LEN].copy_from_slice(&header(first));
+    let mut at = header_at + frame::HEADER_LEN + first;
+    while at < out.len() {
+        let len = (out.len() - at).min(max_frame);
+        out.splice(at..at, header(len));
+        at += frame::HEADER_LEN + len;
+    }
+}
+
 pub(crate) fn write_data_frames(
     out: &mut Vec<u8>,
     stream: u32,

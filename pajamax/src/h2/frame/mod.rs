@@ -195,12 +195,17 @@ impl FrameHeader {
 
 /// Appends a frame header.
 pub fn write_header(dst: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
+    dst.extend_from_slice(&header(len, kind, flags, stream));
+}
+
+/// The bytes of a frame header.
+pub fn header(len: usize, kind: u8, flags: u8, stream: u32) -> [u8; HEADER_LEN] {
     debug_assert!(len < 1 << 24);
     let len = (len as u32).to_be_bytes();
     let stream = (stream & MAX_WINDOW).to_be_bytes();
-    dst.extend_from_slice(&[
+    [
         len[1], len[2], len[3], kind, flags, stream[0], stream[1], stream[2], stream[3],
-    ]);
+    ]
 }
 
 /// Overwrites the 24-bit length of the frame header at `dst[at..]`.

@@ -85,6 +85,49 @@ async fn answer_after_the_client_reset_is_dropped() {
     stop(server).await;
 }
 
+/// Requests whose header block repeats an earlier one, each with its body
+/// in the same read, run without a call record until the handler defers;
+/// each deferred answer still reaches its own stream.
+#[test]
+fn deferred_answers_to_repeated_header_blocks_read_at_once() {
+    use pajamax_test_peer::TcpClient;
+    use prost::Message;
+
+    let server = start(pajamax::Server::builder().workers(1));
+    let mut peer = TcpClient::handshake(server.local_addr(), &[]).unwrap();
+    let streams = [1u32, 3, 5, 7, 9];
+    let mut bytes = Vec::new();
+    for stream in streams {
+        let request = ProbeRequest {
+            text: format!("s{stream}"),
+            sleep_ms: 20,
+            ..Default::default()
+        };
+        let message = request.encode_to_vec();
+        bytes.extend(peer.client.request(stream, "/test.Probe/Defer", &message));
+    }
+    peer.send(&bytes).unwrap();
+    let heard = peer.listen(Duration::from_secs(10), |h| {
+        h.statuses.len() == streams.len()
+    });
+    for stream in streams {
+        assert_eq!(
+            heard.status(stream),
+            Some("0"),
+            "stream {stream}: {heard:?}"
+        );
+        let (_, message) = heard
+            .messages
+            .iter()
+            .find(|(of, _)| *of == stream)
+            .expect("an answer on each stream");
+        let reply = common::ProbeReply::decode(&message[..]).unwrap();
+        assert_eq!(reply.text, format!("s{stream}"));
+    }
+    drop(peer);
+    server.shutdown();
+}
+
 #[tokio::test]
 async fn shutdown_waits_for_deferred_answers() {
     let server = start(pajamax::Server::builder().workers(1));

@@ -336,3 +336,41 @@ async fn futures_join<T: Send + 'static>(
     }
     out
 }
+
+/// A deadline already passed when the request is read (`grpc-timeout: 0n`)
+/// ends the call before its handler runs, for a new header block and for
+/// the same block repeated, each with its body in the same read.
+#[test]
+fn a_deadline_passed_on_arrival_answers_without_running_the_handler() {
+    use pajamax_test_peer::{grpc, Frame, TcpClient};
+
+    let server = start(pajamax::Server::builder().workers(1));
+    let mut peer = TcpClient::handshake(server.local_addr(), &[]).unwrap();
+    let streams = [1u32, 3, 5];
+    let mut bytes = Vec::new();
+    for stream in streams {
+        let headers = peer.client.request_headers(
+            stream,
+            "/test.Probe/Echo",
+            &[("grpc-timeout", "0n")],
+            false,
+        );
+        headers.write(&mut bytes);
+        // ProbeRequest { text: "hi" }
+        Frame::data(stream, &grpc::message(b"\x0a\x02hi"), true).write(&mut bytes);
+    }
+    peer.send(&bytes).unwrap();
+    let heard = peer.listen(Duration::from_secs(10), |h| {
+        h.statuses.len() == streams.len()
+    });
+    for stream in streams {
+        assert_eq!(
+            heard.status(stream),
+            Some("4"),
+            "stream {stream}: {heard:?}"
+        );
+    }
+    assert!(heard.messages.is_empty(), "no handler answered: {heard:?}");
+    drop(peer);
+    server.shutdown();
+}

@@ -90,6 +90,14 @@ enum Opened {
     Light(Waiting),
 }
 
+/// A unary call being run: in its box, or, for a repeated header block
+/// whose whole body came at once, as its light record (a box is taken only
+/// if the handler answers from another thread).
+enum Running {
+    Boxed(Box<Call>),
+    Light(Waiting),
+}
+
 /// The most boxes of finished calls a connection keeps for the next ones:
 /// enough for the calls that need a box at once (streams, and requests
 /// whose header block is new), not for every stream a burst opened.
@@ -395,8 +403,7 @@ impl GrpcConnection {
                             if self.is_whole_message(&input[data.clone()]) =>
                         {
                             events_in_order.next();
-                            let call = self.resume(waiting);
-                            self.run_single(stream, call, &input[data][PREFIX_LEN..], now);
+                            self.run_light(stream, waiting, &input[data][PREFIX_LEN..], now);
                         }
                         (Opened::Full(call), _) => self.wait_for_body(stream, call),
                         (Opened::Light(waiting), _) => {
@@ -611,10 +618,10 @@ impl GrpcConnection {
         if !self.waiting.is_empty() {
             let tag = self.h2.take_tag(stream);
             if let Some(waiting) = self.waiting.take(tag, stream) {
-                let call = self.resume(waiting);
                 if end_stream && self.is_whole_message(data) {
-                    return self.run_single(stream, call, &data[PREFIX_LEN..], now);
+                    return self.run_light(stream, waiting, &data[PREFIX_LEN..], now);
                 }
+                let call = self.resume(waiting);
                 self.calls.insert(stream, call);
             }
         }
@@ -804,27 +811,59 @@ impl GrpcConnection {
             MethodKind::ServerStreaming => {
                 self.start_server_stream(stream, call, route, message, now)
             }
-            _ => self.run_unary(stream, call, route, message, now),
+            _ => self.run_unary(stream, Running::Boxed(call), route, message, now),
         }
+    }
+
+    /// As [`GrpcConnection::run_single`] for a call still in its light
+    /// record: a unary call runs without a box.
+    fn run_light(&mut self, stream: u32, waiting: Waiting, message: &[u8], now: Instant) {
+        let route = waiting.head.route;
+        if route.kind != MethodKind::Unary {
+            let call = self.resume(waiting);
+            return self.run_single(stream, call, message, now);
+        }
+        if waiting
+            .deadline(self.epoch)
+            .is_some_and(|deadline| deadline <= now)
+        {
+            let status = Status::deadline_exceeded("deadline passed before the call started");
+            return self.answer_status(stream, &status);
+        }
+        self.run_unary(stream, Running::Light(waiting), route, message, now)
     }
 
     fn run_unary(
         &mut self,
         stream: u32,
-        mut call: Box<Call>,
+        running: Running,
         route: Route,
         message: &[u8],
         now: Instant,
     ) {
         self.response_metadata.clear();
         let service = self.router.service(route.service);
+        let (metadata, deadline, compressed, accept_gzip) = match &running {
+            Running::Boxed(call) => (
+                call.request_metadata(),
+                call.deadline,
+                call.compressed_request,
+                call.accept_gzip,
+            ),
+            Running::Light(waiting) => (
+                &waiting.head.metadata,
+                waiting.deadline(self.epoch),
+                false,
+                waiting.head.accept_gzip,
+            ),
+        };
         let mut ctx = self.env.context(
             stream,
-            call.request_metadata(),
-            call.deadline,
+            metadata,
+            deadline,
             &mut self.response_metadata,
             true,
-            call.compressed_request,
+            compressed,
         );
         let intercepted = if self.intercepting {
             let info = self.router.call_info(route);
@@ -842,11 +881,15 @@ impl GrpcConnection {
             ),
             Err(status) => Ok(Err(status)),
         };
-        let compress = call.accept_gzip && ctx.compression_choice().unwrap_or(self.send_compressed);
+        let compress = accept_gzip && ctx.compression_choice().unwrap_or(self.send_compressed);
         if let Some(shared) = ctx.take_remote() {
             if outcome.is_ok() {
                 // Deferred: the answer comes back through the inbox; what
                 // the handler returned does not count.
+                let mut call = match running {
+                    Running::Boxed(call) => call,
+                    Running::Light(waiting) => self.resume(waiting),
+                };
                 call.compress = compress;
                 call.state = State::Remote(Box::new(RemoteCall::new(shared, false)));
                 if self.observing {
@@ -857,7 +900,9 @@ impl GrpcConnection {
             }
             shared.cancel(CancelReason::Ended);
         }
-        self.recycle(call);
+        if let Running::Boxed(call) = running {
+            self.recycle(call);
+        }
         let outcome = outcome.and_then(|inner| inner);
         if self.observing {
             let (code, sent) = match &outcome {

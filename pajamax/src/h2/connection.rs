@@ -815,20 +815,28 @@ impl Connection {
             self.send_data(stream, data, false);
             return self.send_trailers_memo(stream, trailers.0, trailers.1);
         }
-        self.output
-            .header_block_memo(stream, headers.0, headers.1, false);
-        let max_frame = self.output.max_frame();
-        send_flow::write_data_frames(
-            self.output.buf(),
-            stream,
-            data,
-            false,
-            &mut state.send_window,
-            &mut self.send_flow.window,
-            max_frame,
-        );
-        self.output
-            .header_block_memo(stream, trailers.0, trailers.1, true);
+        if self
+            .output
+            .answer_from_memos(stream, headers.0, data, trailers.0)
+        {
+            state.send_window.consume(data.len());
+            self.send_flow.window.consume(data.len());
+        } else {
+            self.output
+                .header_block_memo(stream, headers.0, headers.1, false);
+            let max_frame = self.output.max_frame();
+            send_flow::write_data_frames(
+                self.output.buf(),
+                stream,
+                data,
+                false,
+                &mut state.send_window,
+                &mut self.send_flow.window,
+                max_frame,
+            );
+            self.output
+                .header_block_memo(stream, trailers.0, trailers.1, true);
+        }
         let state = entry.remove();
         self.unproductive = 0;
         if state.recv_open() {

@@ -134,6 +134,42 @@ impl Output {
         }
     }
 
+    /// Writes a whole answer from kept blocks when both still hold: the
+    /// `headers` block, one DATA frame of `data` (which fits a frame) and
+    /// the `trailers` block ending the stream. Returns `false`, having
+    /// written nothing, when a memo does not hold.
+    pub(crate) fn answer_from_memos(
+        &mut self,
+        stream: u32,
+        headers: &BlockMemo,
+        data: &[u8],
+        trailers: &BlockMemo,
+    ) -> bool {
+        let state = Some(self.encoder.state());
+        let fits = |memo: &BlockMemo| memo.frame.len() - frame::HEADER_LEN <= self.max_frame;
+        if headers.state != state
+            || trailers.state != state
+            || !fits(headers)
+            || !fits(trailers)
+            || data.len() > self.max_frame
+        {
+            return false;
+        }
+        let buf = &mut self.buf;
+        buf.reserve(headers.frame.len() + frame::HEADER_LEN + data.len() + trailers.frame.len());
+        let at = buf.len();
+        buf.extend_from_slice(&headers.frame);
+        buf[at + 4] = flag::END_HEADERS;
+        buf[at + 5..at + 9].copy_from_slice(&stream.to_be_bytes());
+        buf.extend_from_slice(&frame::header(data.len(), kind::DATA, 0, stream));
+        buf.extend_from_slice(data);
+        let at = buf.len();
+        buf.extend_from_slice(&trailers.frame);
+        buf[at + 4] = flag::END_STREAM | flag::END_HEADERS;
+        buf[at + 5..at + 9].copy_from_slice(&stream.to_be_bytes());
+        true
+    }
+
     /// As [`Output::header_block`] for `fields`, reusing the bytes kept in
     /// `memo` while the encoder's table is what it was when they were made.
     pub(crate) fn header_block_memo(
@@ -271,6 +307,43 @@ mod tests {
         b.lend_room(&mut spare);
         assert!(spare.capacity() >= 200 << 10);
         assert_eq!(b.pending(), b"waiting");
+    }
+
+    #[test]
+    fn an_answer_from_memos_is_the_same_bytes_as_its_three_parts() {
+        let headers = [
+            Field::indexed(b":status", b"200"),
+            Field::indexed(b"content-type", b"application/grpc"),
+        ];
+        let trailers = [Field::indexed(b"grpc-status", b"0")];
+        let (mut head, mut tail) = (BlockMemo::default(), BlockMemo::default());
+        let mut out = Output::new();
+        // No memo yet: nothing written.
+        assert!(!out.answer_from_memos(1, &head, b"hello", &tail));
+        assert!(out.pending().is_empty());
+        // The parts one by one, until both memos hold (the first block
+        // adds content-type to the table).
+        let mut parts = Vec::new();
+        for stream in [1, 3] {
+            out.header_block_memo(stream, &mut head, &headers, false);
+            frame::write_header(out.buf(), 5, kind::DATA, 0, stream);
+            out.buf().extend_from_slice(b"hello");
+            out.header_block_memo(stream, &mut tail, &trailers, true);
+            parts = out.pending().to_vec();
+            out.advance(parts.len());
+        }
+        assert!(out.answer_from_memos(3, &head, b"hello", &tail));
+        assert_eq!(out.pending(), &parts[..]);
+        out.advance(parts.len());
+        // A frame too large for the peer, or a table that changed: the
+        // parts way again.
+        out.set_max_frame(4);
+        assert!(!out.answer_from_memos(5, &head, b"hello", &tail));
+        out.set_max_frame(16_384);
+        out.header_block(5, [Field::indexed(b"x-a", b"1")].into_iter(), false);
+        out.advance(out.pending().len());
+        assert!(!out.answer_from_memos(7, &head, b"hello", &tail));
+        assert!(out.pending().is_empty());
     }
 
     #[test]

@@ -705,7 +705,7 @@ fn keep_input(conn: &mut Conn, rest: &[u8]) {
 /// Pulls the connection's producers while the socket takes what they make;
 /// a connection with more to make and a socket still taking it is served
 /// again after the others.
-#[inline]
+#[inline(always)]
 fn produce(conn: &mut Conn, now: Instant, again: &mut SlotList, slot: usize) -> io::Result<()> {
     if !conn.grpc.wants_to_produce() {
         return Ok(());
@@ -766,7 +766,15 @@ fn output_waits(conn: &Conn) -> bool {
 }
 
 /// Writes as much of the output as the socket takes.
+#[inline(always)]
 fn flush(conn: &mut Conn) -> io::Result<()> {
+    if !output_waits(conn) {
+        return Ok(());
+    }
+    flush_waiting(conn)
+}
+
+fn flush_waiting(conn: &mut Conn) -> io::Result<()> {
     #[cfg(feature = "tls")]
     if let Some(tls) = conn.tls.as_deref_mut() {
         return tls.flush(&mut conn.socket, &mut conn.grpc, &mut conn.writes);

@@ -106,16 +106,8 @@ fn deferred_answers_to_repeated_header_blocks_read_at_once() {
         let message = request.encode_to_vec();
         bytes.extend(peer.client.request(stream, "/test.Probe/Defer", &message));
     }
-    peer.send(&bytes).unwrap();
-    let heard = peer.listen(Duration::from_secs(10), |h| {
-        h.statuses.len() == streams.len()
-    });
+    let heard = common::expect_statuses(&mut peer, &bytes, &streams, "0");
     for stream in streams {
-        assert_eq!(
-            heard.status(stream),
-            Some("0"),
-            "stream {stream}: {heard:?}"
-        );
         let (_, message) = heard
             .messages
             .iter()

@@ -359,17 +359,7 @@ fn a_deadline_passed_on_arrival_answers_without_running_the_handler() {
         // ProbeRequest { text: "hi" }
         Frame::data(stream, &grpc::message(b"\x0a\x02hi"), true).write(&mut bytes);
     }
-    peer.send(&bytes).unwrap();
-    let heard = peer.listen(Duration::from_secs(10), |h| {
-        h.statuses.len() == streams.len()
-    });
-    for stream in streams {
-        assert_eq!(
-            heard.status(stream),
-            Some("4"),
-            "stream {stream}: {heard:?}"
-        );
-    }
+    let heard = common::expect_statuses(&mut peer, &bytes, &streams, "4");
     assert!(heard.messages.is_empty(), "no handler answered: {heard:?}");
     drop(peer);
     server.shutdown();

@@ -125,6 +125,26 @@ struct CallEnv {
 }
 
 impl CallEnv {
+    /// The context of `call`, on `stream` (see [`CallEnv::context`]).
+    #[inline]
+    fn call_context<'a>(
+        &'a self,
+        stream: u32,
+        call: &'a mut Call,
+        remote: bool,
+        compressed: bool,
+    ) -> Context<'a> {
+        let metadata = call::request_metadata(&call.shared, &call.metadata);
+        self.context(
+            stream,
+            metadata,
+            call.deadline,
+            &mut call.response,
+            remote,
+            compressed,
+        )
+    }
+
     /// The context of the call on `stream`; with `remote` its handler may
     /// take the call to another thread. `compressed`: the request's message
     /// came compressed.
@@ -948,15 +968,7 @@ impl GrpcConnection {
         }
         let service = self.router.service(route.service);
         let compressed = call.compressed_request;
-        let metadata = call::request_metadata(&call.shared, &call.metadata);
-        let mut ctx = self.env.context(
-            stream,
-            metadata,
-            call.deadline,
-            &mut call.response,
-            true,
-            compressed,
-        );
+        let mut ctx = self.env.call_context(stream, &mut call, true, compressed);
         let outcome = if self.intercepting {
             let info = self.router.call_info(route);
             executor::intercept(self.router.hooks(), &info, &mut ctx)
@@ -1015,15 +1027,7 @@ impl GrpcConnection {
             call.started = Some(now);
         }
         let service = self.router.service(route.service);
-        let metadata = call::request_metadata(&call.shared, &call.metadata);
-        let mut ctx = self.env.context(
-            stream,
-            metadata,
-            call.deadline,
-            &mut call.response,
-            true,
-            false,
-        );
+        let mut ctx = self.env.call_context(stream, &mut call, true, false);
         let outcome = if self.intercepting {
             let info = self.router.call_info(route);
             executor::intercept(self.router.hooks(), &info, &mut ctx)

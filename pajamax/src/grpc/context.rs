@@ -39,6 +39,12 @@ pub(crate) struct PeerIdentity {
     pub certificates: Option<Box<[rustls::pki_types::CertificateDer<'static>]>>,
 }
 
+/// The identity of a peer that presented none.
+static NO_IDENTITY: PeerIdentity = PeerIdentity {
+    #[cfg(feature = "tls")]
+    certificates: None,
+};
+
 /// Where the parts of a call served on another thread go back to.
 #[derive(Clone, Copy)]
 pub(crate) struct AnswerTo<'a> {
@@ -88,18 +94,15 @@ impl<'a> Context<'a> {
         peer: Option<SocketAddr>,
         response: &'a mut ResponseMetadata,
     ) -> Context<'a> {
-        Context {
+        Context::for_call(
             request_metadata,
             deadline,
             peer,
+            &NO_IDENTITY,
             response,
-            answer_to: None,
-            remote: None,
-            request_compressed: false,
-            compress: None,
-            #[cfg(feature = "tls")]
-            peer_certificates: None,
-        }
+            None,
+            false,
+        )
     }
 
     /// A call's context as its connection makes it: every field written

@@ -200,6 +200,28 @@ pub async fn stop(server: pajamax::ServerHandle) {
         .unwrap();
 }
 
+/// Sends `bytes` on `peer` and waits until each of `streams` has its
+/// `grpc-status`, which must be `status`; returns what was heard.
+pub fn expect_statuses(
+    peer: &mut pajamax_test_peer::TcpClient,
+    bytes: &[u8],
+    streams: &[u32],
+    status: &str,
+) -> pajamax_test_peer::Heard {
+    peer.send(bytes).unwrap();
+    let heard = peer.listen(Duration::from_secs(10), |h| {
+        h.statuses.len() == streams.len()
+    });
+    for &stream in streams {
+        assert_eq!(
+            heard.status(stream),
+            Some(status),
+            "stream {stream}: {heard:?}"
+        );
+    }
+    heard
+}
+
 pub mod raw;
 pub mod streams;
 

@@ -852,7 +852,8 @@ impl Connection {
     /// ([`Connection::send_window`] above zero): otherwise `write` is not
     /// called and `None` comes back. Bytes past what the windows let out
     /// are held as `send_data` holds them (a copy of those only). Returns
-    /// how many bytes `write` appended.
+    /// how many bytes `write` appended; `write` may only append (it panics
+    /// if the output came back shorter).
     pub fn send_data_in_place(
         &mut self,
         stream: u32,
@@ -868,6 +869,10 @@ impl Connection {
         out.extend_from_slice(&[0; frame::HEADER_LEN]);
         let start = out.len();
         write(out);
+        assert!(
+            out.len() >= start,
+            "send_data_in_place: `write` may only append"
+        );
         let len = out.len() - start;
         let sent = len.min(room);
         let held = (len > sent).then(|| {
@@ -1032,9 +1037,10 @@ impl Connection {
         self.output.lend_room(spare);
     }
 
-    /// After the connection was served: while nothing is pending, an output
-    /// holding more than 4 KiB of room gives it back, the larger of its
-    /// buffer and `spare` going to `spare`.
+    /// After the connection was served: an output holding more than 4 KiB
+    /// of room gives it back, the larger of its buffer and `spare` going to
+    /// `spare`; bytes still pending, if they fill a quarter of the room or
+    /// less, move to a buffer of their size first.
     #[inline]
     pub fn reclaim_output_room(&mut self, spare: &mut Vec<u8>) {
         self.output.reclaim_room(spare);

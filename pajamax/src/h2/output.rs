@@ -121,16 +121,33 @@ impl Output {
         }
     }
 
-    /// After the connection was served: an output with nothing pending and
-    /// more than [`KEPT_ROOM`] gives its room back, the larger of the two
-    /// buffers to `spare`.
+    /// After the connection was served: an output holding more than
+    /// [`KEPT_ROOM`] gives its room back, the larger of the two buffers to
+    /// `spare`. With nothing pending it keeps [`KEPT_ROOM`]; with bytes
+    /// waiting for the socket that fill a quarter of its room or less, they
+    /// move to a buffer of their size (a slow reader does not hold on to
+    /// the room of the worker's largest turn).
     #[inline]
     pub(crate) fn reclaim_room(&mut self, spare: &mut Vec<u8>) {
-        if self.buf.is_empty() && self.buf.capacity() > KEPT_ROOM {
-            if spare.capacity() < self.buf.capacity() {
+        let capacity = self.buf.capacity();
+        if capacity <= KEPT_ROOM {
+            return;
+        }
+        let pending = self.buf.len() - self.start;
+        if pending == 0 {
+            if spare.capacity() < capacity {
                 std::mem::swap(&mut self.buf, spare);
             }
             self.buf.shrink_to(KEPT_ROOM);
+        } else if pending <= capacity / 4 {
+            let mut kept = Vec::with_capacity(pending.max(KEPT_ROOM));
+            kept.extend_from_slice(&self.buf[self.start..]);
+            let room = std::mem::replace(&mut self.buf, kept);
+            self.start = 0;
+            if spare.capacity() < room.capacity() {
+                *spare = room;
+                spare.clear();
+            }
         }
     }
 
@@ -307,6 +324,23 @@ mod tests {
         b.lend_room(&mut spare);
         assert!(spare.capacity() >= 200 << 10);
         assert_eq!(b.pending(), b"waiting");
+        // A connection that borrowed the large buffer and left a few bytes
+        // for the socket keeps them, not the room.
+        let mut c = Output::new();
+        c.lend_room(&mut spare);
+        assert!(c.buf.capacity() >= 200 << 10);
+        c.buf().extend_from_slice(&[5; 50 << 10]);
+        c.advance(30 << 10);
+        c.reclaim_room(&mut spare);
+        assert_eq!(c.pending(), &[5; 20 << 10][..]);
+        assert!(c.buf.capacity() < 100 << 10);
+        assert!(spare.capacity() >= 200 << 10 && spare.is_empty());
+        // Many bytes waiting: the buffer stays where they are.
+        c.buf().extend_from_slice(&[6; 500 << 10]);
+        let room = c.buf.capacity();
+        c.reclaim_room(&mut spare);
+        assert_eq!(c.buf.capacity(), room);
+        assert_eq!(c.pending().len(), (20 << 10) + (500 << 10));
     }
 
     #[test]

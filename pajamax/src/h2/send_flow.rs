@@ -326,25 +326,30 @@ impl SendFlow {
     }
 }
 
-/// Writes as much of `data` as the windows and the frame size allow, as
-/// DATA frames; END_STREAM goes on the last one if all of `data` fits.
-/// Returns the number of bytes of `data` written.
 /// Turns the bytes after `out[header_at..header_at + HEADER_LEN]` (a
 /// header's room, reserved before they were written) into DATA frames of
-/// `stream` without END_STREAM: that header is filled in, and one more is
-/// inserted before each further `max_frame` bytes.
+/// `stream` without END_STREAM: that header is filled in, and one more goes
+/// before each further `max_frame` bytes. The buffer grows once and each
+/// chunk moves once, from the last to the first.
 pub(crate) fn frame_in_place(out: &mut Vec<u8>, header_at: usize, stream: u32, max_frame: usize) {
-    let header = |len| frame::header(len, kind::DATA, 0, stream);
-    let first = (out.len() - header_at - frame::HEADER_LEN).min(max_frame);
-    out[header_at..header_at + frame::HEADER_LEN].copy_from_slice(&header(first));
-    let mut at = header_at + frame::HEADER_LEN + first;
-    while at < out.len() {
-        let len = (out.len() - at).min(max_frame);
-        out.splice(at..at, header(len));
-        at += frame::HEADER_LEN + len;
+    let start = header_at + frame::HEADER_LEN;
+    let len = out.len() - start;
+    let frames = len.div_ceil(max_frame).max(1);
+    out.resize(out.len() + (frames - 1) * frame::HEADER_LEN, 0);
+    for i in (0..frames).rev() {
+        let from = start + i * max_frame;
+        let n = (len - i * max_frame).min(max_frame);
+        // Frame `i` starts `i` headers further on than its bytes did.
+        let at = header_at + i * (frame::HEADER_LEN + max_frame);
+        let to = at + frame::HEADER_LEN;
+        out.copy_within(from..from + n, to);
+        out[at..to].copy_from_slice(&frame::header(n, kind::DATA, 0, stream));
     }
 }
 
+/// Writes as much of `data` as the windows and the frame size allow, as
+/// DATA frames; END_STREAM goes on the last one if all of `data` fits.
+/// Returns the number of bytes of `data` written.
 pub(crate) fn write_data_frames(
     out: &mut Vec<u8>,
     stream: u32,
@@ -383,6 +388,39 @@ pub(crate) fn write_data_frames(
         sent += n;
         if last {
             return sent;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_made_in_place_are_the_frames_of_a_copy() {
+        for max_frame in [1, 7, 16_384] {
+            for len in [1, 6, 7, 8, 20, 21, 22, 100, 40_000, 1 << 20] {
+                let data: Vec<u8> = (0..len as u32).map(|i| (i % 251) as u8).collect();
+                let mut copied = b"before".to_vec();
+                let (mut stream_window, mut conn_window) =
+                    (Window::new(1 << 30), Window::new(1 << 30));
+                let sent = write_data_frames(
+                    &mut copied,
+                    5,
+                    &data,
+                    false,
+                    &mut stream_window,
+                    &mut conn_window,
+                    max_frame,
+                );
+                assert_eq!(sent, len);
+                let mut in_place = b"before".to_vec();
+                let header_at = in_place.len();
+                in_place.extend_from_slice(&[0; frame::HEADER_LEN]);
+                in_place.extend_from_slice(&data);
+                frame_in_place(&mut in_place, header_at, 5, max_frame);
+                assert!(in_place == copied, "max_frame {max_frame}, {len} bytes");
+            }
         }
     }
 }

@@ -875,11 +875,7 @@ impl Connection {
         );
         let len = out.len() - start;
         let sent = len.min(room);
-        let held = (len > sent).then(|| {
-            let held = out[start + sent..].to_vec();
-            out.truncate(start + sent);
-            held
-        });
+        let held = (len > sent).then(|| out.split_off(start + sent));
         if sent == 0 {
             out.truncate(header_at);
         } else {
@@ -889,9 +885,8 @@ impl Connection {
             self.send_flow.window.consume(sent);
         }
         if let Some(held) = held {
-            // The windows are used up: all of it is held.
-            let taken = self.send_data(stream, &held, false);
-            debug_assert_eq!(taken, held.len());
+            // The windows are used up: the rest waits for them.
+            self.send_flow.hold(&mut self.streams, stream, held);
         }
         Some(len)
     }

@@ -50,6 +50,26 @@ pub struct BlockMemo {
     frame: Vec<u8>,
 }
 
+impl BlockMemo {
+    /// Whether the kept frame may be written again: the encoder is in the
+    /// `state` it was made in, and the block fits a frame of `max_frame`.
+    #[inline]
+    fn holds(&self, state: u64, max_frame: usize) -> bool {
+        self.state == Some(state) && self.frame.len() - frame::HEADER_LEN <= max_frame
+    }
+
+    /// Appends the kept frame to `buf`, on `stream`, with END_HEADERS and,
+    /// with `end_stream`, END_STREAM.
+    #[inline]
+    fn copy_to(&self, buf: &mut Vec<u8>, stream: u32, end_stream: bool) {
+        let at = buf.len();
+        buf.extend_from_slice(&self.frame);
+        let end_flag = if end_stream { flag::END_STREAM } else { 0 };
+        buf[at + 4] = end_flag | flag::END_HEADERS;
+        buf[at + 5..at + 9].copy_from_slice(&stream.to_be_bytes());
+    }
+}
+
 /// The most room an empty output keeps between turns
 /// ([`Output::reclaim_room`]): enough for a few answers, little across many
 /// quiet connections.
@@ -162,28 +182,19 @@ impl Output {
         data: &[u8],
         trailers: &BlockMemo,
     ) -> bool {
-        let state = Some(self.encoder.state());
-        let fits = |memo: &BlockMemo| memo.frame.len() - frame::HEADER_LEN <= self.max_frame;
-        if headers.state != state
-            || trailers.state != state
-            || !fits(headers)
-            || !fits(trailers)
+        let state = self.encoder.state();
+        if !headers.holds(state, self.max_frame)
+            || !trailers.holds(state, self.max_frame)
             || data.len() > self.max_frame
         {
             return false;
         }
         let buf = &mut self.buf;
         buf.reserve(headers.frame.len() + frame::HEADER_LEN + data.len() + trailers.frame.len());
-        let at = buf.len();
-        buf.extend_from_slice(&headers.frame);
-        buf[at + 4] = flag::END_HEADERS;
-        buf[at + 5..at + 9].copy_from_slice(&stream.to_be_bytes());
+        headers.copy_to(buf, stream, false);
         buf.extend_from_slice(&frame::header(data.len(), kind::DATA, 0, stream));
         buf.extend_from_slice(data);
-        let at = buf.len();
-        buf.extend_from_slice(&trailers.frame);
-        buf[at + 4] = flag::END_STREAM | flag::END_HEADERS;
-        buf[at + 5..at + 9].copy_from_slice(&stream.to_be_bytes());
+        trailers.copy_to(buf, stream, true);
         true
     }
 
@@ -197,13 +208,8 @@ impl Output {
         end_stream: bool,
     ) {
         let state = self.encoder.state();
-        if memo.state == Some(state) && memo.frame.len() - frame::HEADER_LEN <= self.max_frame {
-            let at = self.buf.len();
-            self.buf.extend_from_slice(&memo.frame);
-            let end_flag = if end_stream { flag::END_STREAM } else { 0 };
-            self.buf[at + 4] = end_flag | flag::END_HEADERS;
-            self.buf[at + 5..at + 9].copy_from_slice(&stream.to_be_bytes());
-            return;
+        if memo.holds(state, self.max_frame) {
+            return memo.copy_to(&mut self.buf, stream, end_stream);
         }
         let start = self.buf.len();
         self.header_block(stream, fields.iter().copied(), end_stream);

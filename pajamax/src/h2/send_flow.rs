@@ -197,21 +197,7 @@ impl SendFlow {
             max_frame,
         );
         if sent < data.len() {
-            self.held += data.len() - sent;
-            // Shut by the connection's window: queued for it; by its own:
-            // aside until that opens.
-            let queued = state.send_window.available() > 0;
-            state.pending = Some(Box::new(PendingSend {
-                data: data[sent..].to_vec(),
-                sent: 0,
-                end_stream,
-                trailers: None,
-                queued,
-            }));
-            if end_stream {
-                state.send = SendHalf::Closing;
-            }
-            if queued {
+            if self.hold_on(state, data[sent..].to_vec(), end_stream) {
                 self.queue_blocked(streams, id);
             }
             Sent {
@@ -224,6 +210,37 @@ impl SendFlow {
                 closed: end_stream,
             }
         }
+    }
+
+    /// Holds `data`, body bytes of stream `id` past what the windows let
+    /// out, while the stream holds nothing else; the stream stays open.
+    pub(crate) fn hold(&mut self, streams: &mut Streams, id: u32, data: Vec<u8>) {
+        let Some(state) = streams.get_mut(id) else {
+            return;
+        };
+        if self.hold_on(state, data, false) {
+            self.queue_blocked(streams, id);
+        }
+    }
+
+    /// Makes `data` the bytes `state` holds (it held none). Returns whether
+    /// the stream is to wait in the queue for the connection's window:
+    /// shut by that window it is queued for it; shut by its own, it waits
+    /// aside until that opens.
+    fn hold_on(&mut self, state: &mut Stream, data: Vec<u8>, end_stream: bool) -> bool {
+        self.held += data.len();
+        let queued = state.send_window.available() > 0;
+        state.pending = Some(Box::new(PendingSend {
+            data,
+            sent: 0,
+            end_stream,
+            trailers: None,
+            queued,
+        }));
+        if end_stream {
+            state.send = SendHalf::Closing;
+        }
+        queued
     }
 
     /// Keeps trailers behind the data `state` holds; returns `false` when

@@ -819,13 +819,22 @@ impl GrpcConnection {
         call.accept_gzip && choice.unwrap_or(self.send_compressed)
     }
 
+    /// Whether `deadline` has passed before the call on `stream` could
+    /// start; if so the call is answered with DEADLINE_EXCEEDED.
+    fn started_too_late(&mut self, stream: u32, deadline: Option<Instant>, now: Instant) -> bool {
+        if deadline.is_some_and(|deadline| deadline <= now) {
+            let status = Status::deadline_exceeded("deadline passed before the call started");
+            self.answer_status(stream, &status);
+            return true;
+        }
+        false
+    }
+
     /// Runs the handler of a call whose one request message is `message`.
     fn run_single(&mut self, stream: u32, call: Box<Call>, message: &[u8], now: Instant) {
         let route = call.route.expect("only gRPC calls run");
-        if call.deadline.is_some_and(|deadline| deadline <= now) {
-            self.recycle(call);
-            let status = Status::deadline_exceeded("deadline passed before the call started");
-            return self.answer_status(stream, &status);
+        if self.started_too_late(stream, call.deadline, now) {
+            return self.recycle(call);
         }
         match route.kind {
             MethodKind::ServerStreaming => {
@@ -843,12 +852,8 @@ impl GrpcConnection {
             let call = self.resume(waiting);
             return self.run_single(stream, call, message, now);
         }
-        if waiting
-            .deadline(self.epoch)
-            .is_some_and(|deadline| deadline <= now)
-        {
-            let status = Status::deadline_exceeded("deadline passed before the call started");
-            return self.answer_status(stream, &status);
+        if self.started_too_late(stream, waiting.deadline(self.epoch), now) {
+            return;
         }
         self.run_unary(stream, Running::Light(waiting), route, message, now)
     }
@@ -1018,10 +1023,8 @@ impl GrpcConnection {
     /// Starts a client-streaming or bidirectional call: its handler runs
     /// as the request headers arrive.
     fn start_inbound(&mut self, stream: u32, mut call: Box<Call>, route: Route, now: Instant) {
-        if call.deadline.is_some_and(|deadline| deadline <= now) {
-            self.recycle(call);
-            let status = Status::deadline_exceeded("deadline passed before the call started");
-            return self.answer_status(stream, &status);
+        if self.started_too_late(stream, call.deadline, now) {
+            return self.recycle(call);
         }
         if self.observing {
             call.started = Some(now);

@@ -8,7 +8,7 @@ use crate::h2::frame::{Reason, MAX_WINDOW};
 use crate::h2::send_flow::PendingSend;
 use crate::h2::window::Window;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 /// The receiving half of a stream: whether the client may still send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,8 +106,10 @@ pub(crate) struct Streams {
     /// The highest stream id the client has opened (or that was reset
     /// while idle): ids at or below it are no longer idle.
     last: u32,
-    /// Recently closed ids, with whether the server reset them.
-    recently_closed: VecDeque<(u32, bool)>,
+    /// Recently closed ids, with whether the server reset them: a ring
+    /// written at `closed_next`, each new id over the oldest (0: no stream).
+    recently_closed: Box<[(u32, bool); CLOSED_MEMORY]>,
+    closed_next: usize,
 }
 
 impl Streams {
@@ -115,7 +117,8 @@ impl Streams {
         Streams {
             open: HashMap::default(),
             last: 0,
-            recently_closed: VecDeque::with_capacity(CLOSED_MEMORY),
+            recently_closed: Box::new([(0, false); CLOSED_MEMORY]),
+            closed_next: 0,
         }
     }
 
@@ -180,16 +183,28 @@ impl Streams {
     /// Remembers a closed stream; `server_reset` when the server reset it
     /// while the client could still be sending, so that frames the client
     /// sent before it saw the reset are ignored.
+    #[inline]
     pub(crate) fn remember_closed(&mut self, id: u32, server_reset: bool) {
-        if self.recently_closed.len() == CLOSED_MEMORY {
-            self.recently_closed.pop_front();
-        }
-        self.recently_closed.push_back((id, server_reset));
+        // In range by the remainder: no bounds check.
+        self.recently_closed[self.closed_next % CLOSED_MEMORY] = (id, server_reset);
+        self.closed_next = (self.closed_next + 1) % CLOSED_MEMORY;
     }
 
     /// Whether `id` is among the recently closed streams.
     pub(crate) fn recently_closed(&self, id: u32) -> bool {
-        self.recently_closed.iter().any(|(closed, _)| *closed == id)
+        self.closed_entry(id).is_some()
+    }
+
+    /// What is remembered of `id`, if it closed recently: whether the
+    /// server reset it.
+    fn closed_entry(&self, id: u32) -> Option<bool> {
+        if id == 0 {
+            return None;
+        }
+        self.recently_closed
+            .iter()
+            .find(|(closed, _)| *closed == id)
+            .map(|&(_, server_reset)| server_reset)
     }
 
     /// Judges a frame other than HEADERS or PRIORITY on a stream not in the
@@ -202,12 +217,8 @@ impl Streams {
                 "frame on an idle stream",
             ));
         }
-        match self
-            .recently_closed
-            .iter()
-            .find(|(closed, _)| *closed == id)
-        {
-            Some((_, true)) => Ok(()),
+        match self.closed_entry(id) {
+            Some(true) => Ok(()),
             _ => Err(Error::Reset(id, Reason::STREAM_CLOSED)),
         }
     }
@@ -216,6 +227,38 @@ impl Streams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_closed_streams_are_remembered() {
+        let mut streams = Streams::new();
+        streams.pass(2 * 300 + 1);
+        // Stream 0 is never a stream, even before the ring is full.
+        assert!(!streams.recently_closed(0));
+        for i in 0..300u32 {
+            streams.remember_closed(2 * i + 1, i % 2 == 0);
+        }
+        // The oldest 44 fell out of the ring of 256.
+        assert!(!streams.recently_closed(1));
+        assert!(!streams.recently_closed(2 * 43 + 1));
+        assert!(streams.recently_closed(2 * 44 + 1));
+        assert!(streams.recently_closed(2 * 299 + 1));
+        // A late frame is ignored on a stream the server reset, a stream
+        // error on one that closed otherwise or was forgotten, and a
+        // connection error on an idle one.
+        assert!(streams.frame_on_unknown(2 * 298 + 1).is_ok());
+        assert!(matches!(
+            streams.frame_on_unknown(2 * 299 + 1),
+            Err(Error::Reset(599, Reason::STREAM_CLOSED))
+        ));
+        assert!(matches!(
+            streams.frame_on_unknown(1),
+            Err(Error::Reset(1, Reason::STREAM_CLOSED))
+        ));
+        assert!(matches!(
+            streams.frame_on_unknown(603),
+            Err(Error::GoAway(Reason::PROTOCOL_ERROR, _))
+        ));
+    }
 
     #[test]
     fn a_stream_stays_small() {

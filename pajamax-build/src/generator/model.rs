@@ -100,7 +100,11 @@ impl MethodCode<'_> {
         if self.input_is_unit {
             quote!(pajamax::decode_request::<()>(request)?;)
         } else {
-            quote!(let request: #input = pajamax::decode_request(request)?;)
+            quote! {
+                let mut decoded = <#input as ::core::default::Default>::default();
+                pajamax::decode_request_into(&mut decoded, request)?;
+                let request = decoded;
+            }
         }
     }
 

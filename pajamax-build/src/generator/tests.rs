@@ -450,12 +450,16 @@ fn local_mode_serves_each_kind_through_its_entry_point() {
     // stream on untyped.
     let body = |name| compact(&entry(name).block);
     assert!(body("unary").contains(
-        "letrequest:super::Point=pajamax::decode_request(request)?;\
+        "letmutdecoded=<super::Pointas::core::default::Default>::default();\
+         pajamax::decode_request_into(&mutdecoded,request)?;\
+         letrequest=decoded;\
          letanswer=self.inner.get_feature_with_context(ctx,request)?;\
          reply.encode(&answer);"
     ));
     assert!(body("server_streaming").contains(
-        "letrequest:super::Rectangle=pajamax::decode_request(request)?;\
+        "letmutdecoded=<super::Rectangleas::core::default::Default>::default();\
+         pajamax::decode_request_into(&mutdecoded,request)?;\
+         letrequest=decoded;\
          letstream=self.inner.list_features_with_context(ctx,request)?;\
          Ok(stream.into_raw())"
     ));

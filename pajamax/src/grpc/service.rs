@@ -225,3 +225,19 @@ impl<'a> Reply<'a> {
 pub fn decode_request<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, Status> {
     M::decode(bytes).map_err(Status::from)
 }
+
+/// Decodes a request message into `message` (a default one), mapping a
+/// malformed one to `INVALID_ARGUMENT`: as [`decode_request`], but the
+/// message is built where it is kept instead of being returned and moved
+/// there (what generated code calls).
+///
+/// ```
+/// let mut n = 0u32;
+/// pajamax::decode_request_into(&mut n, &[0x08, 7]).unwrap();
+/// assert_eq!(n, 7);
+/// let err = pajamax::decode_request_into(&mut n, &[0x08]).unwrap_err();
+/// assert_eq!(err.code(), pajamax::Code::InvalidArgument);
+/// ```
+pub fn decode_request_into<M: prost::Message>(message: &mut M, bytes: &[u8]) -> Result<(), Status> {
+    message.merge(bytes).map_err(Status::from)
+}

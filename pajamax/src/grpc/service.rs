@@ -235,7 +235,8 @@ pub fn decode_request<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, St
 /// let mut n = 0u32;
 /// pajamax::decode_request_into(&mut n, &[0x08, 7]).unwrap();
 /// assert_eq!(n, 7);
-/// let err = pajamax::decode_request_into(&mut n, &[0x08]).unwrap_err();
+/// let mut m = 0u32;
+/// let err = pajamax::decode_request_into(&mut m, &[0x08]).unwrap_err();
 /// assert_eq!(err.code(), pajamax::Code::InvalidArgument);
 /// ```
 pub fn decode_request_into<M: prost::Message>(message: &mut M, bytes: &[u8]) -> Result<(), Status> {

@@ -106,10 +106,12 @@ pub(crate) struct Streams {
     /// The highest stream id the client has opened (or that was reset
     /// while idle): ids at or below it are no longer idle.
     last: u32,
-    /// Recently closed ids, with whether the server reset them: a ring
-    /// written at `closed_next`, each new id over the oldest (0: no stream).
+    /// Recently closed ids, with whether the server reset them: a ring,
+    /// each new id written over the oldest (0: no stream).
     recently_closed: Box<[(u32, bool); CLOSED_MEMORY]>,
-    closed_next: usize,
+    /// How many ids were remembered; the next goes at this count modulo
+    /// [`CLOSED_MEMORY`].
+    closed_count: usize,
 }
 
 impl Streams {
@@ -118,7 +120,7 @@ impl Streams {
             open: HashMap::default(),
             last: 0,
             recently_closed: Box::new([(0, false); CLOSED_MEMORY]),
-            closed_next: 0,
+            closed_count: 0,
         }
     }
 
@@ -185,9 +187,8 @@ impl Streams {
     /// sent before it saw the reset are ignored.
     #[inline]
     pub(crate) fn remember_closed(&mut self, id: u32, server_reset: bool) {
-        // In range by the remainder: no bounds check.
-        self.recently_closed[self.closed_next % CLOSED_MEMORY] = (id, server_reset);
-        self.closed_next = (self.closed_next + 1) % CLOSED_MEMORY;
+        self.recently_closed[self.closed_count % CLOSED_MEMORY] = (id, server_reset);
+        self.closed_count = self.closed_count.wrapping_add(1);
     }
 
     /// Whether `id` is among the recently closed streams.

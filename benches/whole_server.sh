@@ -24,7 +24,8 @@
 #
 # With WHOLE_SERVER_KEEP=DIR in the environment, the run's files (callgrind
 # dumps, logs) are kept in DIR, for a breakdown by function with
-# callgrind_annotate.
+# callgrind_annotate; WHOLE_SERVER_CALLGRIND_OPTIONS adds options to
+# callgrind's (e.g. --dump-instr=yes, for a breakdown by instruction).
 #
 # Both servers are built with their benches' release profile (LTO, one
 # codegen unit) and started with GRPC_SERVER_CPUS=1 on CPU 0; h2load runs on
@@ -403,7 +404,8 @@ instructions() {
 	local kind=$1 m ir1 ir2
 	echo "==> $kind under callgrind: warm-up $WARMUP, then $N and $((2 * N)) requests on one connection, M=${STREAMS[*]}"
 	DUMPS=0
-	start_server "$kind" valgrind --tool=callgrind \
+	# shellcheck disable=SC2086 # options, split on purpose
+	start_server "$kind" valgrind --tool=callgrind ${WHOLE_SERVER_CALLGRIND_OPTIONS:-} \
 		--callgrind-out-file="$OUT/$kind.callgrind" --log-file="$OUT/$kind.valgrind.log"
 	grpc_check "$kind"
 	for m in "${STREAMS[@]}"; do

@@ -5,6 +5,7 @@
 //! stream-load --mode subscribe|echo [--addr HOST:PORT] [-c C] [-s S]
 //!             [--count N] [--size B] [--window W]
 //!             [--warmup SECONDS] [--duration SECONDS] [--server-pid PID]
+//!             [--items N]
 //! ```
 //!
 //! - `subscribe`: each stream calls `Subscribe(count = N, size = B)` again
@@ -20,6 +21,13 @@
 //! Prints one line of `key=value`; CPU figures are in CPUs (CPU-seconds
 //! per second); `server_system_share` is the kernel's part of the server's
 //! CPU time (`/proc/PID/stat` stime over utime + stime, in clock ticks).
+//!
+//! With `--items N` the load is counted instead of timed: each stream
+//! receives exactly N items and stops (a `Subscribe` stream asks for
+//! `count` items per call, the last call for what is left; an `Echo`
+//! stream sends N items, then ends its half, and its call must end OK
+//! after the N answers). No warm-up: the line is printed when every stream
+//! is done, with the figures of the whole run.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -52,13 +60,14 @@ struct Args {
     warmup: f64,
     duration: f64,
     server_pid: Option<u32>,
+    items: Option<u64>,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: stream-load --mode subscribe|echo [--addr HOST:PORT] [-c C] [-s S] \
          [--count N] [--size B] [--window W] [--warmup SECONDS] [--duration SECONDS] \
-         [--server-pid PID]"
+         [--server-pid PID] [--items N]"
     );
     std::process::exit(2)
 }
@@ -75,6 +84,7 @@ fn parse_args() -> Args {
         warmup: 2.0,
         duration: 5.0,
         server_pid: None,
+        items: None,
     };
     let mut mode = None;
     let mut it = std::env::args().skip(1);
@@ -100,11 +110,17 @@ fn parse_args() -> Args {
             "--warmup" => args.warmup = num(&value),
             "--duration" => args.duration = num(&value),
             "--server-pid" => args.server_pid = Some(num(&value)),
+            "--items" => args.items = Some(num(&value)),
             _ => usage(),
         }
     }
     args.mode = mode.unwrap_or_else(|| usage());
-    if args.connections == 0 || args.streams == 0 || args.window == 0 || args.count == 0 {
+    if args.connections == 0
+        || args.streams == 0
+        || args.window == 0
+        || args.count == 0
+        || args.items == Some(0)
+    {
         usage();
     }
     args
@@ -148,14 +164,19 @@ impl Received {
     }
 }
 
+/// Calls `Subscribe` again and again; with `items`, until that many items
+/// came.
 async fn subscribe_stream(
     mut client: StreamBenchClient<Channel>,
     count: u32,
     size: u32,
+    items_wanted: Option<u64>,
     received: Arc<Received>,
     faults: Arc<Faults>,
 ) {
-    loop {
+    let mut left = items_wanted.unwrap_or(u64::MAX);
+    while left > 0 {
+        let count = u64::from(count).min(left) as u32;
         let mut items = match client.subscribe(Ask { count, size }).await {
             Ok(response) => response.into_inner(),
             Err(status) => {
@@ -182,6 +203,7 @@ async fn subscribe_stream(
                     received.add_one();
                 }
                 Ok(None) => {
+                    left = left.saturating_sub(next);
                     if next != u64::from(count) {
                         faults.note(
                             &faults.short_calls,
@@ -192,6 +214,10 @@ async fn subscribe_stream(
                 }
                 Err(status) => {
                     faults.error(status);
+                    if items_wanted.is_some() {
+                        // A counted run cannot be made whole again.
+                        return;
+                    }
                     break;
                 }
             }
@@ -199,23 +225,35 @@ async fn subscribe_stream(
     }
 }
 
+/// One `Echo` call with `window` items in flight; with `items`, it sends
+/// that many, ends its half, and expects the call to end OK after the last
+/// answer.
 async fn echo_stream(
     mut client: StreamBenchClient<Channel>,
     window: usize,
     size: u32,
+    items_wanted: Option<u64>,
     received: Arc<Received>,
     faults: Arc<Faults>,
 ) {
     let payload = payload(size);
+    let limit = items_wanted.unwrap_or(u64::MAX);
     loop {
         let (requests, outgoing) = tokio::sync::mpsc::unbounded_channel();
+        let mut requests = Some(requests);
         let mut sent = 0u64;
-        let send = |sent: &mut u64| {
-            let _ = requests.send(Item {
-                seq: *sent,
-                payload: payload.clone(),
-            });
-            *sent += 1;
+        let mut send = |sent: &mut u64| {
+            if let Some(sender) = &requests {
+                let _ = sender.send(Item {
+                    seq: *sent,
+                    payload: payload.clone(),
+                });
+                *sent += 1;
+                if *sent == limit {
+                    // The last item: the request stream ends after it.
+                    requests = None;
+                }
+            }
         };
         // A tonic client's call returns once the response headers arrive,
         // which a server may send with the first answer: the first items
@@ -250,6 +288,9 @@ async fn echo_stream(
                     send(&mut sent);
                 }
                 Ok(None) => {
+                    if next == limit {
+                        return;
+                    }
                     faults.note(
                         &faults.short_calls,
                         format!("echo: call ended OK after {next} items"),
@@ -258,6 +299,9 @@ async fn echo_stream(
                 }
                 Err(status) => {
                     faults.error(status);
+                    if items_wanted.is_some() {
+                        return;
+                    }
                     break;
                 }
             }
@@ -318,26 +362,45 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let faults = Arc::new(Faults::default());
     let mut received = Vec::with_capacity(args.streams);
+    let server_pid = args.server_pid.map(|pid| pid.to_string());
+    let start = args.items.map(|_| snapshot(&[], &server_pid));
+    let mut tasks = Vec::with_capacity(args.streams);
     for i in 0..args.streams {
         let client = StreamBenchClient::new(channels[i % args.connections].clone());
         let counter = Arc::new(Received::default());
         received.push(counter.clone());
         let faults = faults.clone();
-        match args.mode {
+        tasks.push(match args.mode {
             Mode::Subscribe => tokio::spawn(subscribe_stream(
-                client, args.count, args.size, counter, faults,
+                client, args.count, args.size, args.items, counter, faults,
             )),
-            Mode::Echo => {
-                tokio::spawn(echo_stream(client, args.window, args.size, counter, faults))
-            }
-        };
+            Mode::Echo => tokio::spawn(echo_stream(
+                client,
+                args.window,
+                args.size,
+                args.items,
+                counter,
+                faults,
+            )),
+        });
     }
 
-    let server_pid = args.server_pid.map(|pid| pid.to_string());
-    tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
-    let start = snapshot(&received, &server_pid);
-    tokio::time::sleep(Duration::from_secs_f64(args.duration)).await;
-    let end = snapshot(&received, &server_pid);
+    let (start, end) = match start {
+        Some(mut start) => {
+            // Counted: the whole run, from before the first call.
+            for task in tasks {
+                task.await?;
+            }
+            start.per_stream = vec![0; received.len()];
+            (start, snapshot(&received, &server_pid))
+        }
+        None => {
+            tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
+            let start = snapshot(&received, &server_pid);
+            tokio::time::sleep(Duration::from_secs_f64(args.duration)).await;
+            (start, snapshot(&received, &server_pid))
+        }
+    };
 
     let secs = (end.at - start.at).as_secs_f64();
     let deltas: Vec<u64> = end

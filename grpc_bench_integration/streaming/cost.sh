@@ -1,0 +1,266 @@
+#!/usr/bin/env bash
+# Cost per streamed message of each whole server, pajamax against tonic,
+# counted rather than timed: user-space instructions (callgrind), system
+# calls (strace) and the times the server went to sleep, per message.
+#
+# Usage: cost.sh [--no-build] [CELL ...]
+#
+#   CELL        MODE:C:S as in run.sh (subscribe or echo, C connections
+#               carrying S streams in all). Default: the seven cells of
+#               run.sh.
+#   --no-build  use the binaries already built.
+#
+# Variables (defaults): COST_ITEMS=100000 (messages counted per run, in
+# all; S must divide it), COST_WARMUP=20000 (messages before counting),
+# COST_NATIVE=10 (the native run counts COST_NATIVE x COST_ITEMS messages),
+# STREAM_COUNT, STREAM_SIZE, STREAM_WINDOW as in run.sh,
+# STREAMING_BENCH_PORT=50061; COST_CALLGRIND_OPTIONS adds options to
+# callgrind's (e.g. --dump-instr=yes, for a breakdown by instruction of the
+# dumps kept in the results folder).
+#
+# For each cell and server (one worker, on CPU 0; the load client
+# stream-load on CPU 1, each stream receiving exactly its share of the
+# messages, see `stream-load --items`):
+#
+# - instructions: the server under `valgrind --tool=callgrind` (all its
+#   threads, user space only); a warm-up, then the counters are zeroed,
+#   then one client run of N messages and one of 2N, each followed by a
+#   dump. The difference of the dumps over N is the cost per message with
+#   the connections' set-up and close cancelled out. Under callgrind the
+#   server is tens of times slower than natively and the client outruns
+#   it: this is the cost of a busy server, where each read and each write
+#   carry many messages.
+# - natively: a warm-up, then a counted run of COST_NATIVE x N messages
+#   with the server's voluntary context switches (each one a sleep in
+#   epoll_wait and a wake-up later: the cost that dominates when client and
+#   server take turns) and its CPU time (schedstat) read before and after;
+#   then a run of N under `strace -c -f` for the system calls.
+#
+# The figures are exact for the instructions (they repeat to a few per
+# message); the native ones move with the machine's load. Results go to
+# ../results/streaming-cost-<timestamp>/.
+
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$HERE"
+
+BUILD=true
+CELLS=()
+for arg in "$@"; do
+	case "$arg" in
+	--no-build) BUILD=false ;;
+	-h | --help)
+		sed -n '2,/^$/p' "$HERE/$(basename "$0")" | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	subscribe:*:* | echo:*:*) CELLS+=("$arg") ;;
+	*)
+		echo "unknown argument $arg (see --help)" >&2
+		exit 2
+		;;
+	esac
+done
+if [[ ${#CELLS[@]} -eq 0 ]]; then
+	CELLS=(subscribe:1:1 subscribe:1:100 subscribe:10:100 echo:1:1 echo:1:10 echo:1:100 echo:10:100)
+fi
+
+COST_ITEMS=${COST_ITEMS:-100000}
+COST_WARMUP=${COST_WARMUP:-20000}
+COST_NATIVE=${COST_NATIVE:-10}
+STREAM_COUNT=${STREAM_COUNT:-10000}
+STREAM_SIZE=${STREAM_SIZE:-32}
+STREAM_WINDOW=${STREAM_WINDOW:-16}
+export GRPC_SERVER_CPUS=1
+export STREAMING_BENCH_PORT=${STREAMING_BENCH_PORT:-50061}
+SERVERS=(pajamax tonic)
+SERVER_CPU=0
+CLIENT_CPU=1
+
+for cell in "${CELLS[@]}"; do
+	IFS=: read -r _ _ s <<<"$cell"
+	if ((COST_ITEMS % s != 0 || COST_WARMUP % s != 0)); then
+		echo "$cell: $s streams do not divide COST_ITEMS=$COST_ITEMS and COST_WARMUP=$COST_WARMUP" >&2
+		exit 2
+	fi
+done
+for tool in taskset python3 cargo valgrind callgrind_control strace; do
+	command -v "$tool" >/dev/null || {
+		echo "$tool is needed" >&2
+		exit 1
+	}
+done
+
+if $BUILD; then
+	echo "==> building (release)"
+	env -u CARGO_TARGET_DIR cargo build --release --quiet --target-dir target
+fi
+BIN="$HERE/target/release"
+for bin in pajamax-server tonic-server stream-load; do
+	[[ -x "$BIN/$bin" ]] || {
+		echo "$bin is not built" >&2
+		exit 1
+	}
+done
+
+port_open() { (echo >"/dev/tcp/127.0.0.1/$STREAMING_BENCH_PORT") 2>/dev/null; }
+if port_open; then
+	echo "port $STREAMING_BENCH_PORT is taken; set STREAMING_BENCH_PORT" >&2
+	exit 1
+fi
+
+OUT="$HERE/../results/streaming-cost-$(date '+%Y%m%dT%H%M%S')"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+cat >"$OUT/params" <<PARAMS
+streaming cost (grpc_bench_integration/streaming/cost.sh)
+$(git -C "$HERE" log -1 --pretty='%h %cD %s' 2>/dev/null || echo 'no git')
+uncommitted changes under pajamax/: $(git -C "$HERE/../.." status --porcelain -- pajamax 2>/dev/null | wc -l) files
+cells: ${CELLS[*]}
+COST_ITEMS=$COST_ITEMS COST_WARMUP=$COST_WARMUP COST_NATIVE=$COST_NATIVE STREAM_COUNT=$STREAM_COUNT STREAM_SIZE=$STREAM_SIZE STREAM_WINDOW=$STREAM_WINDOW
+server on CPU $SERVER_CPU, client on CPU $CLIENT_CPU
+machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc --all) CPUs, $(uname -r)
+$(rustc --version), $(valgrind --version), $(strace -V | head -1)
+load average at start: $(cut -d' ' -f1-3 /proc/loadavg)
+PARAMS
+
+SERVER_PID=""
+stop_server() {
+	if [[ -n $SERVER_PID ]]; then
+		kill "$SERVER_PID" 2>/dev/null || true
+		wait "$SERVER_PID" 2>/dev/null || true
+		SERVER_PID=""
+	fi
+}
+trap stop_server EXIT
+
+# start_server NAME LOG [WRAPPER ...]: the server on SERVER_CPU.
+start_server() {
+	local name=$1 log=$2 i
+	shift 2
+	taskset -c "$SERVER_CPU" "$@" "$BIN/$name-server" >"$log" 2>&1 &
+	SERVER_PID=$!
+	for ((i = 0; i < 600; i++)); do
+		port_open && break
+		kill -0 "$SERVER_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	port_open || {
+		echo "$name server did not start:" >&2
+		cat "$log" >&2
+		exit 1
+	}
+	BASE_FDS=$(count_fds)
+}
+
+# Sockets only: valgrind opens and closes files of its own.
+count_fds() { find "/proc/$SERVER_PID/fd" -mindepth 1 -maxdepth 1 -lname 'socket:*' | wc -l; }
+
+# Waits until the server has closed the client's connections, so that
+# nothing of one run spills into the next.
+wait_idle() {
+	local i
+	for ((i = 0; i < 600; i++)); do
+		(($(count_fds) <= BASE_FDS)) && return 0
+		sleep 0.05
+	done
+	echo "the server kept a connection open for 30 s after the client left" >&2
+	exit 1
+}
+
+# load MODE C S MESSAGES LOG: one counted client run; its line in LOG.
+# Stops the script unless every stream received its share, in order.
+load() {
+	local mode=$1 c=$2 s=$3 n=$4 log=$5 line
+	line=$(taskset -c "$CLIENT_CPU" "$BIN/stream-load" \
+		--addr "127.0.0.1:$STREAMING_BENCH_PORT" --mode "$mode" -c "$c" -s "$s" \
+		--count "$STREAM_COUNT" --size "$STREAM_SIZE" --window "$STREAM_WINDOW" \
+		--items "$((n / s))" --server-pid "$SERVER_PID" 2>>"$log.err") || {
+		echo "client failed ($mode C=$c S=$s, $n messages): $(tail -1 "$log.err")" >&2
+		exit 1
+	}
+	echo "$line" >>"$log"
+	[[ $line == *" messages=$n "* && $line == *" errors=0 bad_items=0 short_calls=0 idle_streams=0 "* ]] || {
+		echo "faulty run ($mode C=$c S=$s, $n messages): $line" >&2
+		exit 1
+	}
+	wait_idle
+}
+
+# Instructions counted since the last zero or dump, in FILE after a dump.
+dump() {
+	local file=$1
+	callgrind_control -d "$SERVER_PID" >>"$OUT/callgrind_control.log" 2>&1
+	[[ -s $file ]] || {
+		echo "callgrind wrote no $file" >&2
+		exit 1
+	}
+	awk '/^summary:/ { print $2; exit }' "$file"
+}
+
+# Voluntary context switches of all the server's threads.
+sleeps() {
+	cat /proc/"$SERVER_PID"/task/*/status 2>/dev/null |
+		awk '/^voluntary_ctxt_switches:/ { n += $2 } END { print n + 0 }'
+}
+
+RESULTS="$OUT/results.txt"
+: >"$RESULTS"
+for cell in "${CELLS[@]}"; do
+	IFS=: read -r mode c s <<<"$cell"
+	for server in "${SERVERS[@]}"; do
+		name="$mode.c$c.s$s.$server"
+		echo "==> $server: $mode C=$c S=$s"
+
+		# shellcheck disable=SC2086 # options, split on purpose
+		start_server "$server" "$OUT/$name.callgrind.log" valgrind --tool=callgrind ${COST_CALLGRIND_OPTIONS:-} \
+			--callgrind-out-file="$OUT/$name.callgrind" --log-file="$OUT/$name.valgrind.log"
+		load "$mode" "$c" "$s" "$COST_WARMUP" "$OUT/$name.load"
+		callgrind_control -z "$SERVER_PID" >>"$OUT/callgrind_control.log" 2>&1
+		load "$mode" "$c" "$s" "$COST_ITEMS" "$OUT/$name.load"
+		ir1=$(dump "$OUT/$name.callgrind.1")
+		load "$mode" "$c" "$s" "$((2 * COST_ITEMS))" "$OUT/$name.load"
+		ir2=$(dump "$OUT/$name.callgrind.2")
+		stop_server
+
+		start_server "$server" "$OUT/$name.native.log"
+		load "$mode" "$c" "$s" "$COST_WARMUP" "$OUT/$name.load"
+		before=$(sleeps)
+		native=$((COST_NATIVE * COST_ITEMS))
+		load "$mode" "$c" "$s" "$native" "$OUT/$name.native"
+		after=$(sleeps)
+		line=$(tail -1 "$OUT/$name.native")
+		strace -c -f -p "$SERVER_PID" -o "$OUT/$name.strace" 2>"$OUT/$name.strace.log" &
+		STRACE_PID=$!
+		for ((i = 0; i < 200; i++)); do
+			grep -qs attached "$OUT/$name.strace.log" && break
+			sleep 0.05
+		done
+		load "$mode" "$c" "$s" "$COST_ITEMS" "$OUT/$name.load"
+		kill -INT "$STRACE_PID" 2>/dev/null || true
+		wait "$STRACE_PID" 2>/dev/null || true
+		# strace -c: % time, seconds, usecs/call, calls, [errors,] syscall.
+		read -r syscalls reads writes epolls < <(awk '
+			$1 ~ /^[0-9.]+$/ && (NF == 5 || NF == 6) {
+				name = $NF; calls = $4
+				if (name == "total") { total = calls; next }
+				if (name ~ /^(read|readv|recvfrom|recvmsg)$/) reads += calls
+				else if (name ~ /^(write|writev|sendto|sendmsg)$/) writes += calls
+				else if (name ~ /^epoll_(p?wait2?)$/) epolls += calls
+			}
+			END { print total + 0, reads + 0, writes + 0, epolls + 0 }' "$OUT/$name.strace")
+		stop_server
+
+		echo "server=$server mode=$mode c=$c s=$s items=$COST_ITEMS ir1=$ir1 ir2=$ir2" \
+			"native_items=$native sleeps=$((after - before)) syscalls=$syscalls reads=$reads writes=$writes" \
+			"epolls=$epolls $line" >>"$RESULTS"
+		tail -1 "$RESULTS"
+	done
+done
+
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/params"
+echo "-----"
+python3 "$HERE/cost_report.py" "$RESULTS" | tee "$OUT/table.md"
+echo
+cat "$OUT/params"
+echo "Results in $OUT"

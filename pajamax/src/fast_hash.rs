@@ -11,7 +11,10 @@ pub(crate) struct StreamIdHasher(u64);
 
 impl Hasher for StreamIdHasher {
     fn finish(&self) -> u64 {
-        self.0
+        // The table picks a bucket with the low bits: those of a product
+        // depend only on the low bits of the id, so the high half (which
+        // depends on all of them) goes there.
+        self.0.rotate_left(32)
     }
 
     fn write(&mut self, bytes: &[u8]) {

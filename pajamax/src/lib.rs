@@ -245,6 +245,7 @@
 
 pub mod dispatch;
 mod fast_hash;
+mod stream_map;
 // Internals: public for the project's tests, fuzz targets and benches (and
 // for the paths generated code names); not part of the documented API.
 // Their docs are for the project's maintainers, and may link to the private

@@ -19,7 +19,6 @@
 //!    [`GrpcConnection::produce`] while [`GrpcConnection::wants_to_produce`]
 //!    and the socket takes more.
 
-use crate::fast_hash::BuildStreamIdHasher;
 use crate::grpc::call::{self, Call, RememberedHeads, RemoteCall, SharedHead, State, Waiting};
 use crate::grpc::compression::{self, Encoding};
 use crate::grpc::context::{AnswerTo, Context, PeerIdentity, ResponseMetadata};
@@ -39,8 +38,8 @@ use crate::grpc::waiting::WaitingCalls;
 use crate::h2::connection::{Connection, Event};
 use crate::h2::frame::Reason;
 use crate::h2::Config as H2Config;
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use crate::stream_map::StreamMap;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -204,7 +203,7 @@ pub struct GrpcConnection {
     epoch: Instant,
     /// Boxed, so that a call moves as a pointer on the way from its
     /// headers to its answer.
-    calls: HashMap<u32, Box<Call>, BuildStreamIdHasher>,
+    calls: StreamMap<Box<Call>>,
     /// Unary and server-streaming calls that repeat a remembered header
     /// block and wait for their body.
     /// (Found by the tag on their h2 stream.)
@@ -274,7 +273,7 @@ impl GrpcConnection {
                 incoming_limit: (config.h2.initial_stream_window as usize).max(1),
             },
             epoch: Instant::now(),
-            calls: HashMap::default(),
+            calls: StreamMap::default(),
             waiting: WaitingCalls::default(),
             spare: Vec::new(),
             max_spare: (config.h2.max_concurrent_streams as usize).min(MAX_SPARE_CALLS),
@@ -645,10 +644,9 @@ impl GrpcConnection {
                 self.calls.insert(stream, call);
             }
         }
-        let Entry::Occupied(mut entry) = self.calls.entry(stream) else {
+        let Some(call) = self.calls.get_mut(stream) else {
             return;
         };
-        let call = entry.get_mut();
         if call.inbound.is_empty()
             && end_stream
             && matches!(call.state, State::Collecting)
@@ -658,7 +656,7 @@ impl GrpcConnection {
         {
             // The whole message is in this frame: no copy, and one look-up
             // of the call.
-            let call = entry.remove();
+            let call = self.calls.remove(stream).expect("found above");
             return self.run_single(stream, call, &data[PREFIX_LEN..], now);
         }
         if end_stream {
@@ -727,7 +725,7 @@ impl GrpcConnection {
     }
 
     fn on_writable(&mut self, stream: u32) {
-        let Some(call) = self.calls.get_mut(&stream) else {
+        let Some(call) = self.calls.get_mut(stream) else {
             return;
         };
         match &mut call.state {
@@ -1069,7 +1067,7 @@ impl GrpcConnection {
             self.new_deadlines.push(stream);
         }
         self.calls.insert(stream, call);
-        if self.calls[&stream].recv_done {
+        if self.calls.get(stream).is_some_and(|call| call.recv_done) {
             self.pump(stream);
         }
     }
@@ -1083,7 +1081,7 @@ impl GrpcConnection {
                 Status::resource_exhausted("the connection buffers too many request messages");
             return self.end_call(stream, call, Some(status));
         }
-        let call = self.calls.get_mut(&stream).expect("checked by the caller");
+        let call = self.calls.get_mut(stream).expect("checked by the caller");
         call.inbound.extend(data);
         call.unreleased += data.len();
         self.buffered += data.len();
@@ -1101,7 +1099,7 @@ impl GrpcConnection {
         self.outgoing.headers_now = false;
         self.outgoing.full = false;
         loop {
-            let Some(call) = self.calls.get_mut(&stream) else {
+            let Some(call) = self.calls.get_mut(stream) else {
                 return;
             };
             let compressed_ok = call.encoding != Encoding::Identity;
@@ -1181,7 +1179,7 @@ impl GrpcConnection {
         if !self.outgoing.messages.is_empty() || self.outgoing.headers_now {
             self.send_outgoing(stream);
         }
-        let Some(call) = self.calls.get_mut(&stream) else {
+        let Some(call) = self.calls.get_mut(stream) else {
             return;
         };
         let blocked = match &call.state {
@@ -1198,7 +1196,7 @@ impl GrpcConnection {
             let unreleased = std::mem::take(&mut call.unreleased);
             self.h2.release_capacity(stream, unreleased);
         }
-        let call = self.calls.get_mut(&stream).expect("found above");
+        let call = self.calls.get_mut(stream).expect("found above");
         if !call.recv_done {
             return;
         }
@@ -1257,7 +1255,7 @@ impl GrpcConnection {
     /// Sends what the handler just produced; marks it blocked when the
     /// stream's send buffer is full.
     fn send_outgoing(&mut self, stream: u32) {
-        let Some(call) = self.calls.get_mut(&stream) else {
+        let Some(call) = self.calls.get_mut(stream) else {
             return;
         };
         let out = &self.outgoing;
@@ -1342,7 +1340,7 @@ impl GrpcConnection {
             let Some(stream) = self.ready.pop_front() else {
                 break;
             };
-            let Some(call) = self.calls.get_mut(&stream) else {
+            let Some(call) = self.calls.get_mut(stream) else {
                 continue;
             };
             call.queued = false;
@@ -1433,7 +1431,7 @@ impl GrpcConnection {
                 continue;
             }
             if !waiting && self.h2.send_capacity(stream) > 0 {
-                let call = self.calls.get_mut(&stream).expect("found above");
+                let call = self.calls.get_mut(stream).expect("found above");
                 call.queued = true;
                 self.ready.push_back(stream);
             }
@@ -1446,7 +1444,7 @@ impl GrpcConnection {
     /// its call has ended. Call [`GrpcConnection::settle`] after a batch.
     pub(crate) fn deliver(&mut self, delivery: Delivery) {
         let stream = delivery.stream;
-        let Some(call) = self.calls.get_mut(&stream) else {
+        let Some(call) = self.calls.get_mut(stream) else {
             return;
         };
         let State::Remote(remote) = &mut call.state else {
@@ -1541,7 +1539,7 @@ impl GrpcConnection {
     /// Sends what a remote call's stream could not take before, and its
     /// end once all of it is out.
     fn drain_backlog(&mut self, stream: u32) {
-        let Some(call) = self.calls.get_mut(&stream) else {
+        let Some(call) = self.calls.get_mut(stream) else {
             return;
         };
         let State::Remote(remote) = &mut call.state else {
@@ -1584,7 +1582,7 @@ impl GrpcConnection {
 
     fn settle_streams(&mut self, now: Instant) {
         for stream in self.touched.drain(..) {
-            let Some(call) = self.calls.get_mut(&stream) else {
+            let Some(call) = self.calls.get_mut(stream) else {
                 continue;
             };
             let State::Remote(remote) = &mut call.state else {
@@ -1609,7 +1607,7 @@ impl GrpcConnection {
         let mut due = std::mem::take(&mut self.due);
         self.timers.expire(now, &mut due);
         for stream in due.drain(..) {
-            let Some(call) = self.calls.get_mut(&stream) else {
+            let Some(call) = self.calls.get_mut(stream) else {
                 let tag = self.h2.tag(stream);
                 let passed = match self.waiting.get(tag, stream) {
                     Some(waiting) => waiting
@@ -1647,7 +1645,7 @@ impl GrpcConnection {
         self.due = due;
         let (calls, waiting, h2) = (&self.calls, &self.waiting, &self.h2);
         self.timers.prune(calls.len() + waiting.len(), |stream| {
-            calls.contains_key(&stream) || waiting.get(h2.tag(stream), stream).is_some()
+            calls.contains_key(stream) || waiting.get(h2.tag(stream), stream).is_some()
         });
         self.settle(now);
     }
@@ -1656,7 +1654,7 @@ impl GrpcConnection {
     /// open on the timer.
     fn arm_deadlines(&mut self) {
         for stream in self.new_deadlines.drain(..) {
-            let deadline = match self.calls.get(&stream) {
+            let deadline = match self.calls.get(stream) {
                 Some(call) => call.deadline,
                 None => self
                     .waiting
@@ -1694,7 +1692,7 @@ impl GrpcConnection {
             let call = self.resume(waiting);
             self.end_call(stream, call, Some(status.clone()));
         }
-        let streams: Vec<u32> = self.calls.keys().copied().collect();
+        let streams: Vec<u32> = self.calls.keys().collect();
         for stream in streams {
             if let Some(call) = self.take_call(stream) {
                 self.end_call(stream, call, Some(status.clone()));
@@ -1728,7 +1726,7 @@ impl GrpcConnection {
     fn end_all_calls(&mut self) {
         self.cancel_all();
         self.waiting.clear();
-        let streams: Vec<u32> = self.calls.keys().copied().collect();
+        let streams: Vec<u32> = self.calls.keys().collect();
         for stream in streams {
             if let Some(call) = self.take_call(stream) {
                 self.recycle(call);
@@ -1846,7 +1844,7 @@ impl GrpcConnection {
     }
 
     fn take_call(&mut self, stream: u32) -> Option<Box<Call>> {
-        let call = self.calls.remove(&stream)?;
+        let call = self.calls.remove(stream)?;
         self.buffered -= call.inbound.len();
         Some(call)
     }

@@ -44,7 +44,6 @@ use crate::h2::send_flow::{self, SendFlow};
 use crate::h2::settings::{self, PeerSettings};
 use crate::h2::shutdown::Shutdown;
 use crate::h2::streams::{RecvHalf, SendHalf, Stream, Streams, NO_LENGTH};
-use std::collections::hash_map::Entry;
 use std::ops::Range;
 
 /// Room the batch's field list keeps between reads: a read of many large
@@ -798,10 +797,9 @@ impl Connection {
         data: &[u8],
         trailers: (&mut BlockMemo, &[Field<'_>]),
     ) {
-        let Entry::Occupied(mut entry) = self.streams.entry(stream) else {
+        let Some(state) = self.streams.get_mut(stream) else {
             return;
         };
-        let state = entry.get_mut();
         if state.send != SendHalf::Idle {
             return;
         }
@@ -837,7 +835,7 @@ impl Connection {
             self.output
                 .header_block_memo(stream, trailers.0, trailers.1, true);
         }
-        let state = entry.remove();
+        let state = self.streams.remove(stream).expect("found above");
         self.unproductive = 0;
         if state.recv_open() {
             frame::write_rst_stream(self.output.buf(), stream, Reason::NO_ERROR);

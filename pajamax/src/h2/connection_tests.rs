@@ -3,7 +3,7 @@
 
 use crate::h2::config::Config;
 use crate::h2::connection::{Connection, Event, Field};
-use crate::h2::frame::Reason;
+use crate::h2::frame::{Reason, MAX_WINDOW};
 use pajamax_test_peer::{
     flag, frame_bytes, kind, setting, split_frames, Client, ErrorCode, Frame, HeaderBlock,
     Indexing, Priority, PREFACE,
@@ -789,6 +789,47 @@ fn send_respects_windows_and_resumes_on_window_update() {
     assert_eq!(last.kind, kind::HEADERS);
     assert!(last.has(flag::END_STREAM));
     assert!(!peer.conn.is_stream_open(1));
+}
+
+#[test]
+fn initial_window_changes_of_one_frame_apply_in_order() {
+    let mut peer = Peer::default();
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 10)]));
+    peer.take_frames();
+    let bytes = peer.headers_frame(1, true);
+    peer.feed(&bytes);
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], false);
+    peer.conn.send_data(1, &[9; 25], false);
+    let sent = |frames: &[Frame]| -> usize {
+        frames
+            .iter()
+            .filter(|f| f.kind == kind::DATA)
+            .map(|f| f.payload.len())
+            .sum()
+    };
+    assert_eq!(sent(&peer.take_frames()), 10);
+    // Up, down, up: the stream's window moves by the last value's change.
+    peer.feed(&settings_frame(&[
+        (setting::INITIAL_WINDOW_SIZE, 50),
+        (setting::INITIAL_WINDOW_SIZE, 5),
+        (setting::INITIAL_WINDOW_SIZE, 20),
+    ]));
+    assert_eq!(sent(&peer.take_frames()), 10);
+    assert!(peer.conn.error().is_none());
+    // A window 5 short of the largest: a frame that ends where it began
+    // still takes it past 2^31 - 1 on the way, a connection error.
+    let bytes = peer.headers_frame(3, true);
+    peer.feed(&bytes);
+    peer.feed(&window_update(3, MAX_WINDOW - 20 - 5));
+    expect_goaway(
+        &mut peer,
+        &settings_frame(&[
+            (setting::INITIAL_WINDOW_SIZE, 30),
+            (setting::INITIAL_WINDOW_SIZE, 20),
+        ]),
+        Reason::FLOW_CONTROL_ERROR,
+    );
 }
 
 #[test]

@@ -42,12 +42,19 @@ impl PeerSettings {
     /// Applies the parameters of a SETTINGS frame in order: the header
     /// table size and frame size to the output, a new initial window to
     /// every open stream. The caller acknowledges.
+    ///
+    /// The initial window changes of one frame are applied to the streams
+    /// in one pass, as their sum: a frame of thousands of them costs one
+    /// walk over the streams. A window the changes in order would have
+    /// taken past 2^31 - 1 on the way is refused as it would have been.
     pub(crate) fn apply(
         &mut self,
         settings: &Settings<'_>,
         streams: &mut Streams,
         output: &mut Output,
     ) -> Result<(), Error> {
+        // The highest and the last initial window of the frame.
+        let mut windows: Option<(u32, u32)> = None;
         for (id, value) in settings.params() {
             match id {
                 setting::HEADER_TABLE_SIZE => {
@@ -66,13 +73,8 @@ impl PeerSettings {
                             "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1",
                         ));
                     }
-                    let delta = i64::from(value) - i64::from(self.initial_window);
-                    self.initial_window = value;
-                    for stream in streams.values_mut() {
-                        stream.send_window.adjust(delta).map_err(|_| {
-                            Error::GoAway(Reason::FLOW_CONTROL_ERROR, "stream window above 2^31-1")
-                        })?;
-                    }
+                    let highest = windows.map_or(value, |(highest, _)| highest.max(value));
+                    windows = Some((highest, value));
                 }
                 setting::MAX_FRAME_SIZE => {
                     if !(frame::DEFAULT_MAX_FRAME_SIZE..=frame::MAX_MAX_FRAME_SIZE).contains(&value)
@@ -85,6 +87,20 @@ impl PeerSettings {
                     output.set_max_frame(value as usize);
                 }
                 _ => {}
+            }
+        }
+        if let Some((highest, last)) = windows {
+            let overflow =
+                |_| Error::GoAway(Reason::FLOW_CONTROL_ERROR, "stream window above 2^31-1");
+            let peak = i64::from(highest) - i64::from(self.initial_window);
+            let delta = i64::from(last) - i64::from(self.initial_window);
+            self.initial_window = last;
+            for stream in streams.values_mut() {
+                if peak > delta {
+                    let mut on_the_way = stream.send_window;
+                    on_the_way.adjust(peak).map_err(overflow)?;
+                }
+                stream.send_window.adjust(delta).map_err(overflow)?;
             }
         }
         Ok(())

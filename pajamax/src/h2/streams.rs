@@ -2,13 +2,11 @@
 //! ones that closed, to tell a late frame on a closed stream from a frame
 //! on a stream that was never opened (RFC 9113 section 5.1).
 
-use crate::fast_hash::BuildStreamIdHasher;
 use crate::h2::error::Error;
 use crate::h2::frame::{Reason, MAX_WINDOW};
 use crate::h2::send_flow::PendingSend;
 use crate::h2::window::Window;
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use crate::stream_map::StreamMap;
 
 /// The receiving half of a stream: whether the client may still send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +100,7 @@ const CLOSED_MEMORY: usize = 256;
 
 /// The open streams of a connection, by id, and the recently closed ones.
 pub(crate) struct Streams {
-    open: HashMap<u32, Stream, BuildStreamIdHasher>,
+    open: StreamMap<Stream>,
     /// The highest stream id the client has opened (or that was reset
     /// while idle): ids at or below it are no longer idle.
     last: u32,
@@ -117,37 +115,34 @@ pub(crate) struct Streams {
 impl Streams {
     pub(crate) fn new() -> Streams {
         Streams {
-            open: HashMap::default(),
+            open: StreamMap::default(),
             last: 0,
             recently_closed: Box::new([(0, false); CLOSED_MEMORY]),
             closed_count: 0,
         }
     }
 
+    #[inline]
     pub(crate) fn get(&self, id: u32) -> Option<&Stream> {
-        self.open.get(&id)
+        self.open.get(id)
     }
 
+    #[inline]
     pub(crate) fn get_mut(&mut self, id: u32) -> Option<&mut Stream> {
-        self.open.get_mut(&id)
+        self.open.get_mut(id)
     }
 
     pub(crate) fn contains(&self, id: u32) -> bool {
-        self.open.contains_key(&id)
+        self.open.contains_key(id)
     }
 
+    /// Adds a stream just opened by the client.
     pub(crate) fn insert(&mut self, id: u32, stream: Stream) {
         self.open.insert(id, stream);
     }
 
-    /// The stream `id` as an entry of the table: look it up once, change it,
-    /// and remove it if done.
-    pub(crate) fn entry(&mut self, id: u32) -> Entry<'_, u32, Stream> {
-        self.open.entry(id)
-    }
-
     pub(crate) fn remove(&mut self, id: u32) -> Option<Stream> {
-        self.open.remove(&id)
+        self.open.remove(id)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -164,7 +159,7 @@ impl Streams {
 
     /// The open streams with their ids.
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut Stream)> {
-        self.open.iter_mut().map(|(id, stream)| (*id, stream))
+        self.open.iter_mut()
     }
 
     /// Forgets every open stream (after a connection error).

@@ -45,25 +45,9 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$HERE"
 
-BUILD=true
-CELLS=()
-for arg in "$@"; do
-	case "$arg" in
-	--no-build) BUILD=false ;;
-	-h | --help)
-		sed -n '2,/^$/p' "$HERE/$(basename "$0")" | sed 's/^# \{0,1\}//'
-		exit 0
-		;;
-	subscribe:*:* | echo:*:*) CELLS+=("$arg") ;;
-	*)
-		echo "unknown argument $arg (see --help)" >&2
-		exit 2
-		;;
-	esac
-done
-if [[ ${#CELLS[@]} -eq 0 ]]; then
-	CELLS=(subscribe:1:1 subscribe:1:100 subscribe:10:100 echo:1:1 echo:1:10 echo:1:100 echo:10:100)
-fi
+# shellcheck source=grpc_bench_integration/streaming/lib.sh
+source "$HERE/lib.sh"
+parse_args "$HERE/$(basename "$0")" "$@"
 
 COST_ITEMS=${COST_ITEMS:-100000}
 COST_WARMUP=${COST_WARMUP:-20000}
@@ -84,55 +68,23 @@ for cell in "${CELLS[@]}"; do
 		exit 2
 	fi
 done
-for tool in taskset python3 cargo valgrind callgrind_control strace; do
-	command -v "$tool" >/dev/null || {
-		echo "$tool is needed" >&2
-		exit 1
-	}
-done
+need taskset python3 cargo valgrind callgrind_control strace
 
-if $BUILD; then
-	echo "==> building (release)"
-	env -u CARGO_TARGET_DIR cargo build --release --quiet --target-dir target
-fi
-BIN="$HERE/target/release"
-for bin in pajamax-server tonic-server stream-load; do
-	[[ -x "$BIN/$bin" ]] || {
-		echo "$bin is not built" >&2
-		exit 1
-	}
-done
-
-port_open() { (echo >"/dev/tcp/127.0.0.1/$STREAMING_BENCH_PORT") 2>/dev/null; }
-if port_open; then
-	echo "port $STREAMING_BENCH_PORT is taken; set STREAMING_BENCH_PORT" >&2
-	exit 1
-fi
+build_servers
+port_free
 
 OUT="$HERE/../results/streaming-cost-$(date '+%Y%m%dT%H%M%S')"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 cat >"$OUT/params" <<PARAMS
 streaming cost (grpc_bench_integration/streaming/cost.sh)
-$(git -C "$HERE" log -1 --pretty='%h %cD %s' 2>/dev/null || echo 'no git')
-uncommitted changes under pajamax/: $(git -C "$HERE/../.." status --porcelain -- pajamax 2>/dev/null | wc -l) files
-cells: ${CELLS[*]}
+$(params_head)
 COST_ITEMS=$COST_ITEMS COST_WARMUP=$COST_WARMUP COST_NATIVE=$COST_NATIVE STREAM_COUNT=$STREAM_COUNT STREAM_SIZE=$STREAM_SIZE STREAM_WINDOW=$STREAM_WINDOW
 server on CPU $SERVER_CPU, client on CPU $CLIENT_CPU
 machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc --all) CPUs, $(uname -r)
 $(rustc --version), $(valgrind --version), $(strace -V | head -1)
 load average at start: $(cut -d' ' -f1-3 /proc/loadavg)
 PARAMS
-
-SERVER_PID=""
-stop_server() {
-	if [[ -n $SERVER_PID ]]; then
-		kill "$SERVER_PID" 2>/dev/null || true
-		wait "$SERVER_PID" 2>/dev/null || true
-		SERVER_PID=""
-	fi
-}
-trap stop_server EXIT
 
 # start_server NAME LOG [WRAPPER ...]: the server on SERVER_CPU.
 start_server() {

@@ -16,15 +16,7 @@ measures it over seconds.)
 
 import sys
 
-
-def parse(path):
-    runs = []
-    with open(path) as f:
-        for line in f:
-            fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-            if fields:
-                runs.append(fields)
-    return runs
+from report import parse
 
 
 def per_message(run):

@@ -26,25 +26,9 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$HERE"
 
-BUILD=true
-CELLS=()
-for arg in "$@"; do
-	case "$arg" in
-	--no-build) BUILD=false ;;
-	-h | --help)
-		sed -n '2,/^$/p' "$HERE/$(basename "$0")" | sed 's/^# \{0,1\}//'
-		exit 0
-		;;
-	subscribe:*:* | echo:*:*) CELLS+=("$arg") ;;
-	*)
-		echo "unknown argument $arg (see --help)" >&2
-		exit 2
-		;;
-	esac
-done
-if [[ ${#CELLS[@]} -eq 0 ]]; then
-	CELLS=(subscribe:1:1 subscribe:1:100 subscribe:10:100 echo:1:1 echo:1:10 echo:1:100 echo:10:100)
-fi
+# shellcheck source=grpc_bench_integration/streaming/lib.sh
+source "$HERE/lib.sh"
+parse_args "$HERE/$(basename "$0")" "$@"
 
 STREAM_DURATION=${STREAM_DURATION:-5}
 STREAM_WARMUP=${STREAM_WARMUP:-2}
@@ -55,12 +39,7 @@ export GRPC_SERVER_CPUS=${GRPC_SERVER_CPUS:-1}
 export STREAMING_BENCH_PORT=${STREAMING_BENCH_PORT:-50061}
 SERVERS=(pajamax tonic)
 
-for tool in taskset python3 cargo; do
-	command -v "$tool" >/dev/null || {
-		echo "$tool is needed" >&2
-		exit 1
-	}
-done
+need taskset python3 cargo
 
 NCPU=$(nproc --all)
 SERVER_N=$(python3 -c "import math,sys; print(max(1, math.ceil(float(sys.argv[1]))))" "$GRPC_SERVER_CPUS")
@@ -71,31 +50,15 @@ if ((SERVER_N + 1 > NCPU)); then
 	echo "warning: $SERVER_N server CPUs + 1 client CPU on a $NCPU-CPU machine: they share CPUs" >&2
 fi
 
-if $BUILD; then
-	echo "==> building (release)"
-	env -u CARGO_TARGET_DIR cargo build --release --quiet --target-dir target
-fi
-BIN="$HERE/target/release"
-for bin in pajamax-server tonic-server stream-load; do
-	[[ -x "$BIN/$bin" ]] || {
-		echo "$bin is not built" >&2
-		exit 1
-	}
-done
-
-if (echo >"/dev/tcp/127.0.0.1/$STREAMING_BENCH_PORT") 2>/dev/null; then
-	echo "port $STREAMING_BENCH_PORT is taken; set STREAMING_BENCH_PORT" >&2
-	exit 1
-fi
+build_servers
+port_free
 
 RESULTS_DIR="$HERE/../results/streaming-$(date '+%Y%m%dT%H%M%S')"
 mkdir -p "$RESULTS_DIR"
 RESULTS_DIR="$(cd "$RESULTS_DIR" && pwd)"
 cat >"$RESULTS_DIR/params" <<PARAMS
 streaming bench (grpc_bench_integration/streaming/run.sh)
-$(git -C "$HERE" log -1 --pretty='%h %cD %s' 2>/dev/null || echo 'no git')
-uncommitted changes under pajamax/: $(git -C "$HERE/../.." status --porcelain -- pajamax 2>/dev/null | wc -l) files
-cells: ${CELLS[*]}
+$(params_head)
 STREAM_DURATION=$STREAM_DURATION STREAM_WARMUP=$STREAM_WARMUP STREAM_COUNT=$STREAM_COUNT STREAM_SIZE=$STREAM_SIZE STREAM_WINDOW=$STREAM_WINDOW
 GRPC_SERVER_CPUS=$GRPC_SERVER_CPUS (CPU $SERVER_CPUSET), client on CPU $CLIENT_CPU
 machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $NCPU CPUs, $(uname -r)
@@ -103,20 +66,10 @@ $(rustc --version)
 load average at start: $(cut -d' ' -f1-3 /proc/loadavg)
 PARAMS
 
-SERVER_PID=""
-stop_server() {
-	if [[ -n $SERVER_PID ]]; then
-		kill "$SERVER_PID" 2>/dev/null || true
-		wait "$SERVER_PID" 2>/dev/null || true
-		SERVER_PID=""
-	fi
-}
-trap stop_server EXIT
-
 wait_on_port() {
 	local i
 	for ((i = 0; i < 100; i++)); do
-		(echo >"/dev/tcp/127.0.0.1/$STREAMING_BENCH_PORT") 2>/dev/null && return 0
+		port_open && return 0
 		sleep 0.1
 	done
 	return 1

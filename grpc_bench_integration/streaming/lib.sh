@@ -1,0 +1,84 @@
+# What run.sh and cost.sh share: their arguments, the build, the port, the
+# server's stop. Sourced, with HERE set to this folder.
+
+# parse_args SCRIPT ARG...: BUILD (false with --no-build) and CELLS (the
+# MODE:C:S given, or the seven default cells); --help prints the SCRIPT's
+# header.
+parse_args() {
+	local script=$1 arg
+	shift
+	BUILD=true
+	CELLS=()
+	for arg in "$@"; do
+		case "$arg" in
+		--no-build) BUILD=false ;;
+		-h | --help)
+			sed -n '2,/^$/p' "$script" | sed 's/^# \{0,1\}//'
+			exit 0
+			;;
+		subscribe:*:* | echo:*:*) CELLS+=("$arg") ;;
+		*)
+			echo "unknown argument $arg (see --help)" >&2
+			exit 2
+			;;
+		esac
+	done
+	if [[ ${#CELLS[@]} -eq 0 ]]; then
+		CELLS=(subscribe:1:1 subscribe:1:100 subscribe:10:100 echo:1:1 echo:1:10 echo:1:100 echo:10:100)
+	fi
+}
+
+# need TOOL...: stops unless each is on the PATH.
+need() {
+	local tool
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null || {
+			echo "$tool is needed" >&2
+			exit 1
+		}
+	done
+}
+
+# build_servers: builds (unless BUILD is false) and checks the binaries;
+# BIN is where they are.
+build_servers() {
+	if $BUILD; then
+		echo "==> building (release)"
+		env -u CARGO_TARGET_DIR cargo build --release --quiet --target-dir target
+	fi
+	BIN="$HERE/target/release"
+	local bin
+	for bin in pajamax-server tonic-server stream-load; do
+		[[ -x "$BIN/$bin" ]] || {
+			echo "$bin is not built" >&2
+			exit 1
+		}
+	done
+}
+
+port_open() { (echo >"/dev/tcp/127.0.0.1/$STREAMING_BENCH_PORT") 2>/dev/null; }
+
+# port_free: stops if something listens on STREAMING_BENCH_PORT.
+port_free() {
+	if port_open; then
+		echo "port $STREAMING_BENCH_PORT is taken; set STREAMING_BENCH_PORT" >&2
+		exit 1
+	fi
+}
+
+# What a run's params file starts with: the commit, the cells, the machine.
+params_head() {
+	echo "$(git -C "$HERE" log -1 --pretty='%h %cD %s' 2>/dev/null || echo 'no git')"
+	echo "uncommitted changes under pajamax/: $(git -C "$HERE/../.." status --porcelain -- pajamax 2>/dev/null | wc -l) files"
+	echo "cells: ${CELLS[*]}"
+}
+
+SERVER_PID=""
+stop_server() {
+	if [[ -n $SERVER_PID ]]; then
+		kill "$SERVER_PID" 2>/dev/null || true
+		wait "$SERVER_PID" 2>/dev/null || true
+		SERVER_PID=""
+	fi
+}
+trap stop_server EXIT

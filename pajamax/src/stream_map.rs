@@ -10,7 +10,10 @@
 //! displaced while the map holds at least half as many values as there are
 //! places, up to [`MAX_PLACES`]; past that (a client that keeps a few streams open for
 //! long, or picks ids that share a place) the displaced table takes the
-//! rest, so memory stays bounded by the number of open streams.
+//! rest, so memory stays bounded by the number of open streams. The map
+//! knows the highest displaced id: a look-up of a newer id, or the insert
+//! of one, does not touch the displaced table, so streams held open for
+//! long do not slow the ones that come and go after them.
 
 use crate::fast_hash::BuildStreamIdHasher;
 use std::collections::HashMap;
@@ -28,6 +31,8 @@ pub(crate) struct StreamMap<T> {
     places: Vec<Option<(u32, T)>>,
     /// Values whose place was taken when they came.
     displaced: HashMap<u32, T, BuildStreamIdHasher>,
+    /// No displaced id is above it; 0 while none is displaced.
+    displaced_max: u32,
     /// How many values the map holds, in both parts.
     len: usize,
 }
@@ -37,6 +42,7 @@ impl<T> Default for StreamMap<T> {
         StreamMap {
             places: Vec::new(),
             displaced: HashMap::default(),
+            displaced_max: 0,
             len: 0,
         }
     }
@@ -57,7 +63,7 @@ impl<T> StreamMap<T> {
                 return Some(value);
             }
         }
-        if self.displaced.is_empty() {
+        if id > self.displaced_max {
             return None;
         }
         self.displaced.get(&id)
@@ -71,7 +77,7 @@ impl<T> StreamMap<T> {
                 return Some(value);
             }
         }
-        if self.displaced.is_empty() {
+        if id > self.displaced_max {
             return None;
         }
         self.displaced.get_mut(&id)
@@ -86,8 +92,8 @@ impl<T> StreamMap<T> {
     pub(crate) fn insert(&mut self, id: u32, value: T) {
         let place = self.place_of(id);
         if let Some(free @ None) = self.places.get_mut(place) {
-            if self.displaced.is_empty() {
-                // Not in the map: its place is free and nothing is displaced.
+            if id > self.displaced_max {
+                // Not in the map: its place is free and it is not displaced.
                 *free = Some((id, value));
                 self.len += 1;
                 return;
@@ -96,7 +102,7 @@ impl<T> StreamMap<T> {
         self.insert_slow(id, value);
     }
 
-    /// [`StreamMap::insert`] when `id`'s place is taken, something is
+    /// [`StreamMap::insert`] when `id`'s place is taken, `id` may be
     /// displaced, or there are no places yet.
     #[inline(never)]
     fn insert_slow(&mut self, id: u32, value: T) {
@@ -110,7 +116,7 @@ impl<T> StreamMap<T> {
                 return;
             }
             Some(_) => {
-                if let Some(old) = self.displaced.get_mut(&id) {
+                if let Some(old) = self.get_displaced(id) {
                     *old = value;
                     return;
                 }
@@ -122,7 +128,7 @@ impl<T> StreamMap<T> {
             None => {
                 // Displaced before its place came free: it moves there, and
                 // is counted again below.
-                if self.displaced.remove(&id).is_some() {
+                if self.remove_displaced(id).is_some() {
                     self.len -= 1;
                 }
             }
@@ -130,10 +136,31 @@ impl<T> StreamMap<T> {
         self.len += 1;
         match &mut self.places[place] {
             free @ None => *free = Some((id, value)),
-            Some(_) => {
-                self.displaced.insert(id, value);
-            }
+            Some(_) => self.displace(id, value),
         }
+    }
+
+    fn displace(&mut self, id: u32, value: T) {
+        self.displaced.insert(id, value);
+        self.displaced_max = self.displaced_max.max(id);
+    }
+
+    fn get_displaced(&mut self, id: u32) -> Option<&mut T> {
+        if id > self.displaced_max {
+            return None;
+        }
+        self.displaced.get_mut(&id)
+    }
+
+    fn remove_displaced(&mut self, id: u32) -> Option<T> {
+        if id > self.displaced_max {
+            return None;
+        }
+        let removed = self.displaced.remove(&id);
+        if self.displaced.is_empty() {
+            self.displaced_max = 0;
+        }
+        removed
     }
 
     /// Doubles the places and puts every value where it now belongs, the
@@ -143,13 +170,12 @@ impl<T> StreamMap<T> {
         let old = std::mem::take(&mut self.places);
         self.places.resize_with(old.len() * 2, || None);
         let displaced = std::mem::take(&mut self.displaced);
+        self.displaced_max = 0;
         for (id, value) in old.into_iter().flatten().chain(displaced) {
             let place = self.place_of(id);
             match &mut self.places[place] {
                 free @ None => *free = Some((id, value)),
-                Some(_) => {
-                    self.displaced.insert(id, value);
-                }
+                Some(_) => self.displace(id, value),
             }
         }
     }
@@ -160,8 +186,7 @@ impl<T> StreamMap<T> {
             Some(slot @ Some(_)) if slot.as_ref().is_some_and(|(at, _)| *at == id) => {
                 slot.take().map(|(_, value)| value)
             }
-            _ if self.displaced.is_empty() => None,
-            _ => self.displaced.remove(&id),
+            _ => self.remove_displaced(id),
         };
         if removed.is_some() {
             self.len -= 1;
@@ -218,6 +243,7 @@ impl<T> StreamMap<T> {
     pub(crate) fn clear(&mut self) {
         self.places.iter_mut().for_each(|place| *place = None);
         self.displaced.clear();
+        self.displaced_max = 0;
         self.len = 0;
     }
 }
@@ -272,6 +298,33 @@ mod tests {
         assert_eq!(map.remove(17), Some(20));
         assert!(map.is_empty());
         assert_eq!(map.keys().count(), 0);
+    }
+
+    #[test]
+    fn a_long_displaced_stream_leaves_newer_ones_their_places() {
+        let mut map = StreamMap::default();
+        map.insert(1, 1);
+        map.insert(17, 17); // place 0, taken by 1: displaced
+        assert_eq!(map.displaced_max, 17);
+        // 1 and 17 stay; the streams after them come and go in their
+        // places, the displaced table untouched, 17 still found.
+        for id in (19..400u32).step_by(2) {
+            map.insert(id, id);
+            if map.displaced.len() > 1 {
+                // A place taken by 1 or 17 (every 8 ids): displaced too.
+                assert!((id >> 1) % 8 == 0, "{id}");
+                assert_eq!(map.remove(id), Some(id));
+                continue;
+            }
+            assert_eq!(map.get(id), Some(&id));
+            assert_eq!(map.remove(id), Some(id));
+        }
+        assert_eq!(map.get(17), Some(&17));
+        assert_eq!(map.len(), 2);
+        assert_eq!(map.displaced.len(), 1);
+        assert_eq!(map.remove(17), Some(17));
+        assert_eq!(map.displaced_max, 0, "none displaced");
+        assert_eq!(map.get(1), Some(&1));
     }
 
     #[test]

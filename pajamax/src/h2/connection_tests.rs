@@ -749,8 +749,9 @@ fn response_is_headers_data_trailers_with_small_steady_state_headers() {
     );
 }
 
-#[test]
-fn send_respects_windows_and_resumes_on_window_update() {
+/// A peer whose streams open with a window of 10 bytes, and stream 1 of it
+/// answered with 25 bytes of body (10 sent, 15 held).
+fn peer_with_held_body() -> Peer {
     let mut peer = Peer::default();
     peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 10)]));
     peer.take_frames();
@@ -759,15 +760,25 @@ fn send_respects_windows_and_resumes_on_window_update() {
     peer.conn
         .send_headers(1, &[Field::indexed(b":status", b"200")], false);
     peer.conn.send_data(1, &[9; 25], false);
-    peer.conn
-        .send_trailers(1, &[Field::indexed(b"grpc-status", b"0")]);
-    let frames = peer.take_frames();
-    let data: usize = frames
+    peer
+}
+
+/// Body bytes in `frames`.
+fn data_bytes(frames: &[Frame]) -> usize {
+    frames
         .iter()
         .filter(|f| f.kind == kind::DATA)
         .map(|f| f.payload.len())
-        .sum();
-    assert_eq!(data, 10, "only the stream window is sent");
+        .sum()
+}
+
+#[test]
+fn send_respects_windows_and_resumes_on_window_update() {
+    let mut peer = peer_with_held_body();
+    peer.conn
+        .send_trailers(1, &[Field::indexed(b"grpc-status", b"0")]);
+    let frames = peer.take_frames();
+    assert_eq!(data_bytes(&frames), 10, "only the stream window is sent");
     assert_eq!(
         frames.iter().filter(|f| f.kind == kind::HEADERS).count(),
         1,
@@ -793,29 +804,15 @@ fn send_respects_windows_and_resumes_on_window_update() {
 
 #[test]
 fn initial_window_changes_of_one_frame_apply_in_order() {
-    let mut peer = Peer::default();
-    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 10)]));
-    peer.take_frames();
-    let bytes = peer.headers_frame(1, true);
-    peer.feed(&bytes);
-    peer.conn
-        .send_headers(1, &[Field::indexed(b":status", b"200")], false);
-    peer.conn.send_data(1, &[9; 25], false);
-    let sent = |frames: &[Frame]| -> usize {
-        frames
-            .iter()
-            .filter(|f| f.kind == kind::DATA)
-            .map(|f| f.payload.len())
-            .sum()
-    };
-    assert_eq!(sent(&peer.take_frames()), 10);
+    let mut peer = peer_with_held_body();
+    assert_eq!(data_bytes(&peer.take_frames()), 10);
     // Up, down, up: the stream's window moves by the last value's change.
     peer.feed(&settings_frame(&[
         (setting::INITIAL_WINDOW_SIZE, 50),
         (setting::INITIAL_WINDOW_SIZE, 5),
         (setting::INITIAL_WINDOW_SIZE, 20),
     ]));
-    assert_eq!(sent(&peer.take_frames()), 10);
+    assert_eq!(data_bytes(&peer.take_frames()), 10);
     assert!(peer.conn.error().is_none());
     // A window 5 short of the largest: a frame that ends where it began
     // still takes it past 2^31 - 1 on the way, a connection error.

@@ -30,9 +30,7 @@ pub(crate) struct StreamMap<T> {
     /// empty or holding a value with its id.
     places: Vec<Option<(u32, T)>>,
     /// Values whose place was taken when they came.
-    displaced: HashMap<u32, T, BuildStreamIdHasher>,
-    /// No displaced id is above it; 0 while none is displaced.
-    displaced_max: u32,
+    displaced: Displaced<T>,
     /// How many values the map holds, in both parts.
     len: usize,
 }
@@ -41,8 +39,7 @@ impl<T> Default for StreamMap<T> {
     fn default() -> StreamMap<T> {
         StreamMap {
             places: Vec::new(),
-            displaced: HashMap::default(),
-            displaced_max: 0,
+            displaced: Displaced::default(),
             len: 0,
         }
     }
@@ -58,29 +55,19 @@ impl<T> StreamMap<T> {
 
     #[inline]
     pub(crate) fn get(&self, id: u32) -> Option<&T> {
-        if let Some(Some((at, value))) = self.places.get(self.place_of(id)) {
-            if *at == id {
-                return Some(value);
-            }
+        match self.places.get(self.place_of(id)) {
+            Some(Some((at, value))) if *at == id => Some(value),
+            _ => self.displaced.get(id),
         }
-        if id > self.displaced_max {
-            return None;
-        }
-        self.displaced.get(&id)
     }
 
     #[inline]
     pub(crate) fn get_mut(&mut self, id: u32) -> Option<&mut T> {
         let place = self.place_of(id);
-        if let Some(Some((at, value))) = self.places.get_mut(place) {
-            if *at == id {
-                return Some(value);
-            }
+        match self.places.get_mut(place) {
+            Some(Some((at, value))) if *at == id => Some(value),
+            _ => self.displaced.get_mut(id),
         }
-        if id > self.displaced_max {
-            return None;
-        }
-        self.displaced.get_mut(&id)
     }
 
     pub(crate) fn contains_key(&self, id: u32) -> bool {
@@ -92,7 +79,7 @@ impl<T> StreamMap<T> {
     pub(crate) fn insert(&mut self, id: u32, value: T) {
         let place = self.place_of(id);
         if let Some(free @ None) = self.places.get_mut(place) {
-            if id > self.displaced_max {
+            if !self.displaced.may_hold(id) {
                 // Not in the map: its place is free and it is not displaced.
                 *free = Some((id, value));
                 self.len += 1;
@@ -116,7 +103,7 @@ impl<T> StreamMap<T> {
                 return;
             }
             Some(_) => {
-                if let Some(old) = self.get_displaced(id) {
+                if let Some(old) = self.displaced.get_mut(id) {
                     *old = value;
                     return;
                 }
@@ -128,7 +115,7 @@ impl<T> StreamMap<T> {
             None => {
                 // Displaced before its place came free: it moves there, and
                 // is counted again below.
-                if self.remove_displaced(id).is_some() {
+                if self.displaced.remove(id).is_some() {
                     self.len -= 1;
                 }
             }
@@ -136,31 +123,8 @@ impl<T> StreamMap<T> {
         self.len += 1;
         match &mut self.places[place] {
             free @ None => *free = Some((id, value)),
-            Some(_) => self.displace(id, value),
+            Some(_) => self.displaced.insert(id, value),
         }
-    }
-
-    fn displace(&mut self, id: u32, value: T) {
-        self.displaced.insert(id, value);
-        self.displaced_max = self.displaced_max.max(id);
-    }
-
-    fn get_displaced(&mut self, id: u32) -> Option<&mut T> {
-        if id > self.displaced_max {
-            return None;
-        }
-        self.displaced.get_mut(&id)
-    }
-
-    fn remove_displaced(&mut self, id: u32) -> Option<T> {
-        if id > self.displaced_max {
-            return None;
-        }
-        let removed = self.displaced.remove(&id);
-        if self.displaced.is_empty() {
-            self.displaced_max = 0;
-        }
-        removed
     }
 
     /// Doubles the places and puts every value where it now belongs, the
@@ -170,12 +134,11 @@ impl<T> StreamMap<T> {
         let old = std::mem::take(&mut self.places);
         self.places.resize_with(old.len() * 2, || None);
         let displaced = std::mem::take(&mut self.displaced);
-        self.displaced_max = 0;
-        for (id, value) in old.into_iter().flatten().chain(displaced) {
+        for (id, value) in old.into_iter().flatten().chain(displaced.map) {
             let place = self.place_of(id);
             match &mut self.places[place] {
                 free @ None => *free = Some((id, value)),
-                Some(_) => self.displace(id, value),
+                Some(_) => self.displaced.insert(id, value),
             }
         }
     }
@@ -183,10 +146,10 @@ impl<T> StreamMap<T> {
     pub(crate) fn remove(&mut self, id: u32) -> Option<T> {
         let place = self.place_of(id);
         let removed = match self.places.get_mut(place) {
-            Some(slot @ Some(_)) if slot.as_ref().is_some_and(|(at, _)| *at == id) => {
+            Some(slot) if slot.as_ref().is_some_and(|(at, _)| *at == id) => {
                 slot.take().map(|(_, value)| value)
             }
-            _ => self.remove_displaced(id),
+            _ => self.displaced.remove(id),
         };
         if removed.is_some() {
             self.len -= 1;
@@ -219,32 +182,94 @@ impl<T> StreamMap<T> {
     /// walked only as far as their last value: a map that once held
     /// thousands of streams and now holds none costs nothing to walk.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
-        let placed = self.len - self.displaced.len();
+        let placed = self.len - self.displaced.map.len();
         self.places
             .iter()
             .flatten()
             .take(placed)
             .map(|(id, value)| (*id, value))
-            .chain(self.displaced.iter().map(|(id, value)| (*id, value)))
+            .chain(self.displaced.map.iter().map(|(id, value)| (*id, value)))
     }
 
     /// As [`StreamMap::iter`].
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut T)> {
-        let placed = self.len - self.displaced.len();
+        let placed = self.len - self.displaced.map.len();
         self.places
             .iter_mut()
             .flatten()
             .take(placed)
             .map(|(id, value)| (*id, value))
-            .chain(self.displaced.iter_mut().map(|(id, value)| (*id, value)))
+            .chain(
+                self.displaced
+                    .map
+                    .iter_mut()
+                    .map(|(id, value)| (*id, value)),
+            )
     }
 
     /// Drops every value; the places stay.
     pub(crate) fn clear(&mut self) {
         self.places.iter_mut().for_each(|place| *place = None);
-        self.displaced.clear();
-        self.displaced_max = 0;
+        self.displaced = Displaced::default();
         self.len = 0;
+    }
+}
+
+/// The values of a [`StreamMap`] whose place was taken, with a bound on
+/// their ids: client ids rise, so a newer id is known not to be here
+/// without a look-up.
+struct Displaced<T> {
+    map: HashMap<u32, T, BuildStreamIdHasher>,
+    /// No id in `map` is above it; 0 while `map` is empty.
+    max: u32,
+}
+
+impl<T> Default for Displaced<T> {
+    fn default() -> Displaced<T> {
+        Displaced {
+            map: HashMap::default(),
+            max: 0,
+        }
+    }
+}
+
+impl<T> Displaced<T> {
+    /// Whether `id` may be here (it is not above every id here).
+    #[inline]
+    fn may_hold(&self, id: u32) -> bool {
+        id <= self.max
+    }
+
+    #[inline]
+    fn get(&self, id: u32) -> Option<&T> {
+        if !self.may_hold(id) {
+            return None;
+        }
+        self.map.get(&id)
+    }
+
+    #[inline]
+    fn get_mut(&mut self, id: u32) -> Option<&mut T> {
+        if !self.may_hold(id) {
+            return None;
+        }
+        self.map.get_mut(&id)
+    }
+
+    fn insert(&mut self, id: u32, value: T) {
+        self.map.insert(id, value);
+        self.max = self.max.max(id);
+    }
+
+    fn remove(&mut self, id: u32) -> Option<T> {
+        if !self.may_hold(id) {
+            return None;
+        }
+        let removed = self.map.remove(&id);
+        if self.map.is_empty() {
+            self.max = 0;
+        }
+        removed
     }
 }
 
@@ -277,21 +302,21 @@ mod tests {
             assert!(!map.contains_key(id));
         }
         assert_eq!(map.places.len(), FIRST_PLACES, "two at most: no growth");
-        assert!(map.displaced.is_empty());
+        assert!(map.displaced.map.is_empty());
         // A newer value displaced by an older one, replaced while
         // displaced, found once the older one is gone, moved to its place
         // when put again, and replaced there.
         map.insert(17, 17);
-        assert!(map.displaced.contains_key(&17));
+        assert!(map.displaced.map.contains_key(&17));
         map.insert(17, 18);
         assert_eq!(map.len(), 2);
-        assert_eq!(map.displaced.get(&17), Some(&18));
+        assert_eq!(map.displaced.map.get(&17), Some(&18));
         assert_eq!(map.remove(1), Some(100));
         assert_eq!(map.get_mut(17), Some(&mut 18));
         assert_eq!(contents(&map), [(17, 18)]);
         map.insert(17, 19);
         assert_eq!(map.len(), 1);
-        assert!(map.displaced.is_empty());
+        assert!(map.displaced.map.is_empty());
         assert_eq!(map.get(17), Some(&19));
         map.insert(17, 20);
         assert_eq!(map.len(), 1);
@@ -305,13 +330,13 @@ mod tests {
         let mut map = StreamMap::default();
         map.insert(1, 1);
         map.insert(17, 17); // place 0, taken by 1: displaced
-        assert_eq!(map.displaced_max, 17);
+        assert_eq!(map.displaced.max, 17);
         // 1 and 17 stay; the streams after them come and go in their
         // places, the displaced table untouched, 17 still found.
         for id in (19..400u32).step_by(2) {
             map.insert(id, id);
-            if map.displaced.len() > 1 {
-                // A place taken by 1 or 17 (every 8 ids): displaced too.
+            if map.displaced.map.len() > 1 {
+                // The place held by 1 (every 8 ids): displaced too.
                 assert!((id >> 1) % 8 == 0, "{id}");
                 assert_eq!(map.remove(id), Some(id));
                 continue;
@@ -321,9 +346,9 @@ mod tests {
         }
         assert_eq!(map.get(17), Some(&17));
         assert_eq!(map.len(), 2);
-        assert_eq!(map.displaced.len(), 1);
+        assert_eq!(map.displaced.map.len(), 1);
         assert_eq!(map.remove(17), Some(17));
-        assert_eq!(map.displaced_max, 0, "none displaced");
+        assert_eq!(map.displaced.max, 0, "none displaced");
         assert_eq!(map.get(1), Some(&1));
     }
 
@@ -337,7 +362,7 @@ mod tests {
         assert_eq!(map.len(), 1000);
         // 1000 consecutive ids in 1024 places: none displaced.
         assert_eq!(map.places.len(), 1024);
-        assert!(map.displaced.is_empty());
+        assert!(map.displaced.map.is_empty());
         for &id in &ids {
             assert_eq!(map.get(id), Some(&id));
         }
@@ -365,7 +390,7 @@ mod tests {
             map.insert(id, id);
         }
         assert!(map.places.len() <= 256, "{}", map.places.len());
-        assert_eq!(map.displaced.len(), 99);
+        assert_eq!(map.displaced.map.len(), 99);
         for &id in &ids {
             assert_eq!(map.get(id), Some(&id));
         }
@@ -378,7 +403,7 @@ mod tests {
             map.insert(2 * i + 1, i);
         }
         assert_eq!(map.places.len(), MAX_PLACES);
-        assert_eq!(map.displaced.len(), 20_000 - MAX_PLACES);
+        assert_eq!(map.displaced.map.len(), 20_000 - MAX_PLACES);
         assert_eq!(map.get(2 * 19_999 + 1), Some(&19_999));
     }
 }

@@ -1066,8 +1066,9 @@ impl GrpcConnection {
         if call.deadline.is_some() {
             self.new_deadlines.push(stream);
         }
+        let recv_done = call.recv_done;
         self.calls.insert(stream, call);
-        if self.calls.get(stream).is_some_and(|call| call.recv_done) {
+        if recv_done {
             self.pump(stream);
         }
     }

@@ -223,7 +223,9 @@ impl<'a> Reply<'a> {
 /// assert_eq!(err.code(), pajamax::Code::InvalidArgument);
 /// ```
 pub fn decode_request<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, Status> {
-    M::decode(bytes).map_err(Status::from)
+    let mut message = M::default();
+    decode_request_into(&mut message, bytes)?;
+    Ok(message)
 }
 
 /// Decodes a request message into `message` (a default one), mapping a

@@ -431,7 +431,7 @@ instructions() {
 # ----- system calls (strace) -----
 
 syscalls() {
-	local kind=$1 m i summary strace_pid total reads writes epolls failed
+	local kind=$1 m summary strace_pid total reads writes epolls failed
 	echo "==> $kind natively, strace -c -f attached for $N requests on one connection, M=${STREAMS[*]}"
 	start_server "$kind"
 	grpc_check "$kind"
@@ -440,30 +440,10 @@ syscalls() {
 			checked_load "$kind" "$m" "$WARMUP" "st-warmup-m$m"
 		fi
 		summary="$OUT/$kind.strace.m$m"
-		strace -c -f -p "$SERVER_PID" -o "$summary" 2>"$summary.log" &
-		strace_pid=$!
-		for ((i = 0; i < 200; i++)); do
-			grep -qs attached "$summary.log" && break
-			sleep 0.05
-		done
-		grep -q attached "$summary.log" || {
-			echo "strace did not attach to $kind:" >&2
-			cat "$summary.log" >&2
-			exit 1
-		}
+		strace_start "$SERVER_PID" "$summary"
 		checked_load "$kind" "$m" "$N" "st-n-m$m"
-		kill -INT "$strace_pid"
-		wait "$strace_pid" || true
-		# strace -c: % time, seconds, usecs/call, calls, [errors,] syscall.
-		read -r total reads writes epolls failed < <(awk '
-			$1 ~ /^[0-9.]+$/ && (NF == 5 || NF == 6) {
-				name = $NF; calls = $4; errors = (NF == 6) ? $5 : 0
-				if (name == "total") { total = calls; failed = errors; next }
-				if (name ~ /^(read|readv|pread64|preadv2?|recvfrom|recvmsg|recvmmsg)$/) reads += calls
-				else if (name ~ /^(write|writev|pwrite64|pwritev2?|sendto|sendmsg|sendmmsg)$/) writes += calls
-				else if (name ~ /^epoll_(p?wait2?)$/) epolls += calls
-			}
-			END { print total + 0, reads + 0, writes + 0, epolls + 0, failed + 0 }' "$summary")
+		strace_stop
+		read -r total reads writes epolls failed < <(strace_counts "$summary")
 		RESULT["$kind sys $m"]=$(python3 -c "import sys; print(int(sys.argv[1]) / int(sys.argv[2]))" "$total" "$N")
 		RESULT["$kind sysdetail $m"]=$(python3 -c '
 import sys

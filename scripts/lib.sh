@@ -184,6 +184,43 @@ install_interop_client() {
 
 # ----- processes, certificates -----
 
+# Attaches `strace -c -f` to every thread of the process $1, its summary to
+# go to the file $2 (what strace says, to $2.log); sets strace_pid once it
+# is attached, exits if it does not attach within 10 s.
+strace_start() {
+    local pid=$1 summary=$2
+    strace -c -f -p "$pid" -o "$summary" 2>"$summary.log" &
+    strace_pid=$!
+    for _ in $(seq 1 200); do
+        grep -qs attached "$summary.log" && return 0
+        sleep 0.05
+    done
+    echo "strace did not attach to $pid:" >&2
+    cat "$summary.log" >&2
+    exit 1
+}
+
+# Detaches the strace of strace_start; its summary is then written.
+strace_stop() {
+    kill -INT "$strace_pid" 2>/dev/null || true
+    wait "$strace_pid" 2>/dev/null || true
+}
+
+# Prints "total reads writes epoll_waits failed" from the summary $1 of
+# `strace -c` (columns: % time, seconds, usecs/call, calls, [errors,]
+# syscall).
+strace_counts() {
+    awk '
+        $1 ~ /^[0-9.]+$/ && (NF == 5 || NF == 6) {
+            name = $NF; calls = $4; errors = (NF == 6) ? $5 : 0
+            if (name == "total") { total = calls; failed = errors; next }
+            if (name ~ /^(read|readv|pread64|preadv2?|recvfrom|recvmsg|recvmmsg)$/) reads += calls
+            else if (name ~ /^(write|writev|pwrite64|pwritev2?|sendto|sendmsg|sendmmsg)$/) writes += calls
+            else if (name ~ /^epoll_(p?wait2?)$/) epolls += calls
+        }
+        END { print total + 0, reads + 0, writes + 0, epolls + 0, failed + 0 }' "$1"
+}
+
 # Stops the processes in pids and waits for them; for the scripts' cleanup
 # on exit.
 stop_pids() {

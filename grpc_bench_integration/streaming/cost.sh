@@ -68,7 +68,7 @@ for cell in "${CELLS[@]}"; do
 		exit 2
 	fi
 done
-need taskset python3 cargo valgrind callgrind_control strace
+require cost.sh taskset python3 cargo valgrind callgrind_control strace
 
 build_servers
 port_free
@@ -86,18 +86,11 @@ $(rustc --version), $(valgrind --version), $(strace -V | head -1)
 load average at start: $(cut -d' ' -f1-3 /proc/loadavg)
 PARAMS
 
-# start_server NAME LOG [WRAPPER ...]: the server on SERVER_CPU.
-start_server() {
-	local name=$1 log=$2 i
+# start NAME LOG [WRAPPER ...]: the server on SERVER_CPU, or the script stops.
+start() {
+	local name=$1 log=$2
 	shift 2
-	taskset -c "$SERVER_CPU" "$@" "$BIN/$name-server" >"$log" 2>&1 &
-	SERVER_PID=$!
-	for ((i = 0; i < 600; i++)); do
-		port_open && break
-		kill -0 "$SERVER_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	port_open || {
+	start_server "$SERVER_CPU" "$log" "$name" "$@" || {
 		echo "$name server did not start:" >&2
 		cat "$log" >&2
 		exit 1
@@ -165,7 +158,7 @@ for cell in "${CELLS[@]}"; do
 		echo "==> $server: $mode C=$c S=$s"
 
 		# shellcheck disable=SC2086 # options, split on purpose
-		start_server "$server" "$OUT/$name.callgrind.log" valgrind --tool=callgrind ${COST_CALLGRIND_OPTIONS:-} \
+		start "$server" "$OUT/$name.callgrind.log" valgrind --tool=callgrind ${COST_CALLGRIND_OPTIONS:-} \
 			--callgrind-out-file="$OUT/$name.callgrind" --log-file="$OUT/$name.valgrind.log"
 		load "$mode" "$c" "$s" "$COST_WARMUP" "$OUT/$name.load"
 		callgrind_control -z "$SERVER_PID" >>"$OUT/callgrind_control.log" 2>&1
@@ -175,32 +168,17 @@ for cell in "${CELLS[@]}"; do
 		ir2=$(dump "$OUT/$name.callgrind.2")
 		stop_server
 
-		start_server "$server" "$OUT/$name.native.log"
+		start "$server" "$OUT/$name.native.log"
 		load "$mode" "$c" "$s" "$COST_WARMUP" "$OUT/$name.load"
 		before=$(sleeps)
 		native=$((COST_NATIVE * COST_ITEMS))
 		load "$mode" "$c" "$s" "$native" "$OUT/$name.native"
 		after=$(sleeps)
 		line=$(tail -1 "$OUT/$name.native")
-		strace -c -f -p "$SERVER_PID" -o "$OUT/$name.strace" 2>"$OUT/$name.strace.log" &
-		STRACE_PID=$!
-		for ((i = 0; i < 200; i++)); do
-			grep -qs attached "$OUT/$name.strace.log" && break
-			sleep 0.05
-		done
+		strace_start "$SERVER_PID" "$OUT/$name.strace"
 		load "$mode" "$c" "$s" "$COST_ITEMS" "$OUT/$name.load"
-		kill -INT "$STRACE_PID" 2>/dev/null || true
-		wait "$STRACE_PID" 2>/dev/null || true
-		# strace -c: % time, seconds, usecs/call, calls, [errors,] syscall.
-		read -r syscalls reads writes epolls < <(awk '
-			$1 ~ /^[0-9.]+$/ && (NF == 5 || NF == 6) {
-				name = $NF; calls = $4
-				if (name == "total") { total = calls; next }
-				if (name ~ /^(read|readv|recvfrom|recvmsg)$/) reads += calls
-				else if (name ~ /^(write|writev|sendto|sendmsg)$/) writes += calls
-				else if (name ~ /^epoll_(p?wait2?)$/) epolls += calls
-			}
-			END { print total + 0, reads + 0, writes + 0, epolls + 0 }' "$OUT/$name.strace")
+		strace_stop
+		read -r syscalls reads writes epolls _ < <(strace_counts "$OUT/$name.strace")
 		stop_server
 
 		echo "server=$server mode=$mode c=$c s=$s items=$COST_ITEMS ir1=$ir1 ir2=$ir2" \

@@ -42,43 +42,47 @@ def main():
             cells.append(cell)
         figures[cell, run["server"]] = per_message(run)
 
-    def ratio(cell, key):
-        p, t = figures.get((cell, "pajamax")), figures.get((cell, "tonic"))
-        if not p or not t or p[key] == 0:
-            return "–"
-        return f"{t[key] / p[key]:.1f}x"
+    def table(intro, columns, row):
+        """One table: a line per cell, `row(p, t, ratio)` its figures."""
+        print(intro)
+        print()
+        print("| cell | " + " | ".join(columns) + " |")
+        print("|---|" + "---:|" * len(columns))
+        for cell in cells:
+            p, t = figures.get((cell, "pajamax")), figures.get((cell, "tonic"))
+            name = f"{cell[0].capitalize()}, C={cell[1]}, S={cell[2]}"
+            if not p or not t:
+                print(f"| {name} | incomplete |")
+                continue
 
-    print("Per message, user-space instructions (callgrind) and system calls")
-    print("(strace), and tonic's figure over pajamax's:")
+            def ratio(key):
+                return f"{t[key] / p[key]:.1f}x" if p[key] else "–"
+
+            print(f"| {name} | " + " | ".join(row(p, t, ratio)) + " |")
+
+    table(
+        "Per message, user-space instructions (callgrind) and system calls\n"
+        "(strace), and tonic's figure over pajamax's:",
+        ["pajamax instr", "tonic instr", "tonic / pajamax",
+         "pajamax syscalls", "tonic syscalls", "tonic / pajamax"],
+        lambda p, t, ratio: [
+            f"{p['instr']:,.0f}", f"{t['instr']:,.0f}", ratio("instr"),
+            f"{p['syscalls']:.4f}", f"{t['syscalls']:.4f}", ratio("syscalls"),
+        ],
+    )
     print()
-    print("| cell | pajamax instr | tonic instr | tonic / pajamax | pajamax syscalls | tonic syscalls | tonic / pajamax |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for cell in cells:
-        p, t = figures.get((cell, "pajamax")), figures.get((cell, "tonic"))
-        name = f"{cell[0].capitalize()}, C={cell[1]}, S={cell[2]}"
-        print(
-            f"| {name} | {p['instr']:,.0f} | {t['instr']:,.0f} | {ratio(cell, 'instr')} "
-            f"| {p['syscalls']:.4f} | {t['syscalls']:.4f} | {ratio(cell, 'syscalls')} |"
-            if p and t
-            else f"| {name} | incomplete |"
-        )
-    print()
-    print("Natively, per message: the server's sleeps (voluntary context")
-    print("switches), its writes (under strace) and its CPU time (user and")
-    print("kernel):")
-    print()
-    print("| cell | pajamax sleeps | tonic sleeps | pajamax writes | tonic writes | pajamax CPU | tonic CPU | tonic / pajamax CPU |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for cell in cells:
-        p, t = figures.get((cell, "pajamax")), figures.get((cell, "tonic"))
-        name = f"{cell[0].capitalize()}, C={cell[1]}, S={cell[2]}"
-        if not p or not t:
-            print(f"| {name} | incomplete |")
-            continue
-        print(
-            f"| {name} | {p['sleeps']:.4f} | {t['sleeps']:.4f} | {p['writes']:.4f} | {t['writes']:.4f} "
-            f"| {p['ns']:.0f} ns | {t['ns']:.0f} ns | {ratio(cell, 'ns')} |"
-        )
+    table(
+        "Natively, per message: the server's sleeps (voluntary context\n"
+        "switches), its writes (under strace) and its CPU time (user and\n"
+        "kernel):",
+        ["pajamax sleeps", "tonic sleeps", "pajamax writes", "tonic writes",
+         "pajamax CPU", "tonic CPU", "tonic / pajamax CPU"],
+        lambda p, t, ratio: [
+            f"{p['sleeps']:.4f}", f"{t['sleeps']:.4f}",
+            f"{p['writes']:.4f}", f"{t['writes']:.4f}",
+            f"{p['ns']:.0f} ns", f"{t['ns']:.0f} ns", ratio("ns"),
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,10 @@
 # What run.sh and cost.sh share: their arguments, the build, the port, the
-# server's stop. Sourced, with HERE set to this folder.
+# server's start and stop. Sourced, with HERE set to this folder; brings in
+# the repository's scripts/lib.sh (require, wait_ready, strace_*).
+# shellcheck shell=bash
+
+# shellcheck source=scripts/lib.sh
+source "$HERE/../../scripts/lib.sh"
 
 # parse_args SCRIPT ARG...: BUILD (false with --no-build) and CELLS (the
 # MODE:C:S given, or the seven default cells); --help prints the SCRIPT's
@@ -28,17 +33,6 @@ parse_args() {
 	fi
 }
 
-# need TOOL...: stops unless each is on the PATH.
-need() {
-	local tool
-	for tool in "$@"; do
-		command -v "$tool" >/dev/null || {
-			echo "$tool is needed" >&2
-			exit 1
-		}
-	done
-}
-
 # build_servers: builds (unless BUILD is false) and checks the binaries;
 # BIN is where they are.
 build_servers() {
@@ -56,11 +50,9 @@ build_servers() {
 	done
 }
 
-port_open() { (echo >"/dev/tcp/127.0.0.1/$STREAMING_BENCH_PORT") 2>/dev/null; }
-
 # port_free: stops if something listens on STREAMING_BENCH_PORT.
 port_free() {
-	if port_open; then
+	if (echo >"/dev/tcp/127.0.0.1/$STREAMING_BENCH_PORT") 2>/dev/null; then
 		echo "port $STREAMING_BENCH_PORT is taken; set STREAMING_BENCH_PORT" >&2
 		exit 1
 	fi
@@ -68,9 +60,20 @@ port_free() {
 
 # What a run's params file starts with: the commit, the cells, the machine.
 params_head() {
-	echo "$(git -C "$HERE" log -1 --pretty='%h %cD %s' 2>/dev/null || echo 'no git')"
+	git -C "$HERE" log -1 --pretty='%h %cD %s' 2>/dev/null || echo 'no git'
 	echo "uncommitted changes under pajamax/: $(git -C "$HERE/../.." status --porcelain -- pajamax 2>/dev/null | wc -l) files"
 	echo "cells: ${CELLS[*]}"
+}
+
+# start_server CPUS LOG NAME [WRAPPER ...]: NAME's server on CPUS (under
+# WRAPPER, e.g. valgrind), its output in LOG; SERVER_PID is its pid. Fails
+# when it does not accept connections within 20 s.
+start_server() {
+	local cpus=$1 log=$2 name=$3
+	shift 3
+	taskset -c "$cpus" "$@" "$BIN/$name-server" >"$log" 2>&1 &
+	SERVER_PID=$!
+	wait_ready "$SERVER_PID" "$STREAMING_BENCH_PORT"
 }
 
 SERVER_PID=""

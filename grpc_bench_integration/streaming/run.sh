@@ -39,7 +39,7 @@ export GRPC_SERVER_CPUS=${GRPC_SERVER_CPUS:-1}
 export STREAMING_BENCH_PORT=${STREAMING_BENCH_PORT:-50061}
 SERVERS=(pajamax tonic)
 
-need taskset python3 cargo
+require run.sh taskset python3 cargo
 
 NCPU=$(nproc --all)
 SERVER_N=$(python3 -c "import math,sys; print(max(1, math.ceil(float(sys.argv[1]))))" "$GRPC_SERVER_CPUS")
@@ -66,15 +66,6 @@ $(rustc --version)
 load average at start: $(cut -d' ' -f1-3 /proc/loadavg)
 PARAMS
 
-wait_on_port() {
-	local i
-	for ((i = 0; i < 100; i++)); do
-		port_open && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
 RESULTS="$RESULTS_DIR/results.txt"
 : >"$RESULTS"
 for cell in "${CELLS[@]}"; do
@@ -82,9 +73,7 @@ for cell in "${CELLS[@]}"; do
 	for server in "${SERVERS[@]}"; do
 		log="$RESULTS_DIR/$mode.c$c.s$s.$server"
 		echo "==> $server: $mode C=$c S=$s, server on CPU $SERVER_CPUSET, client on CPU $CLIENT_CPU"
-		taskset -c "$SERVER_CPUSET" "$BIN/$server-server" >"$log.server.log" 2>&1 &
-		SERVER_PID=$!
-		if ! wait_on_port; then
+		if ! start_server "$SERVER_CPUSET" "$log.server.log" "$server"; then
 			echo "    server unresponsive"
 			stop_server
 			continue

@@ -361,14 +361,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         channels.push(endpoint.connect().await?);
     }
     let faults = Arc::new(Faults::default());
-    let mut received = Vec::with_capacity(args.streams);
+    let received: Vec<Arc<Received>> = (0..args.streams).map(|_| Arc::default()).collect();
     let server_pid = args.server_pid.map(|pid| pid.to_string());
-    let start = args.items.map(|_| snapshot(&[], &server_pid));
+    // Counted: the whole run, from before the first call.
+    let start = args.items.map(|_| snapshot(&received, &server_pid));
     let mut tasks = Vec::with_capacity(args.streams);
-    for i in 0..args.streams {
+    for (i, counter) in received.iter().enumerate() {
         let client = StreamBenchClient::new(channels[i % args.connections].clone());
-        let counter = Arc::new(Received::default());
-        received.push(counter.clone());
+        let counter = counter.clone();
         let faults = faults.clone();
         tasks.push(match args.mode {
             Mode::Subscribe => tokio::spawn(subscribe_stream(
@@ -386,12 +386,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let (start, end) = match start {
-        Some(mut start) => {
-            // Counted: the whole run, from before the first call.
+        Some(start) => {
             for task in tasks {
                 task.await?;
             }
-            start.per_stream = vec![0; received.len()];
             (start, snapshot(&received, &server_pid))
         }
         None => {

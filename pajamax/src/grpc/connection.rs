@@ -19,6 +19,7 @@
 //!    [`GrpcConnection::produce`] while [`GrpcConnection::wants_to_produce`]
 //!    and the socket takes more.
 
+use crate::grpc::bodies::BodiesAhead;
 use crate::grpc::call::{self, Call, RememberedHeads, RemoteCall, SharedHead, State, Waiting};
 use crate::grpc::compression::{self, Encoding};
 use crate::grpc::context::{AnswerTo, Context, PeerIdentity, ResponseMetadata};
@@ -386,42 +387,36 @@ impl GrpcConnection {
             events.clear();
             self.end_all_calls();
         }
-        let mut events_in_order = events.drain(..).peekable();
-        while let Some(event) = events_in_order.next() {
-            match event {
+        let mut bodies = BodiesAhead::default();
+        for (at, event) in events.iter().enumerate() {
+            match *event {
                 Event::Request {
                     stream,
-                    fields,
+                    ref fields,
                     end_stream,
                     too_large,
                     block_id,
                 } => {
+                    let fields = fields.clone();
                     let opened =
                         self.on_request(stream, fields, end_stream, too_large, block_id, now);
                     if let Opened::Done = opened {
                         continue;
                     }
-                    // The body that follows at once, when it is the whole
-                    // of it, is taken without a trip through the table.
-                    let body = match events_in_order.peek() {
-                        Some(Event::Data {
-                            stream: of,
-                            data,
-                            end_stream: true,
-                        }) if *of == stream => Some(data.clone()),
-                        _ => None,
-                    };
+                    // The body that ends the request in this same read is
+                    // taken without a trip through a table.
+                    let body = bodies.find(&events, at, stream);
                     match (opened, body) {
                         (Opened::Full(call), Some(data))
                             if self.is_whole_request(&call, &input[data.clone()]) =>
                         {
-                            events_in_order.next();
+                            bodies.take();
                             self.run_single(stream, call, &input[data][PREFIX_LEN..], now);
                         }
                         (Opened::Light(waiting), Some(data))
                             if self.is_whole_message(&input[data.clone()]) =>
                         {
-                            events_in_order.next();
+                            bodies.take();
                             self.run_light(stream, waiting, &input[data][PREFIX_LEN..], now);
                         }
                         (Opened::Full(call), _) => self.wait_for_body(stream, call),
@@ -437,18 +432,21 @@ impl GrpcConnection {
                 }
                 Event::Data {
                     stream,
-                    data,
+                    ref data,
                     end_stream,
-                } => self.on_data(stream, &input[data], end_stream, now),
+                } => {
+                    if !bodies.taken(at) {
+                        self.on_data(stream, &input[data.clone()], end_stream, now);
+                    }
+                }
                 Event::Reset { stream, tag } => self.on_reset(stream, tag),
                 Event::Writable { stream } => self.on_writable(stream),
             }
         }
-        drop(events_in_order);
+        events.clear();
         if events.capacity() > KEPT_EVENTS {
             // A burst's room goes back: many connections that each once
             // read a hundred requests at a time would hold 8 KiB apiece.
-            events.clear();
             events.shrink_to(KEPT_EVENTS);
         }
         self.events = events;
@@ -2094,6 +2092,40 @@ mod tests {
             assert_eq!(reply, [stream as u8, b'!'], "its own body and metadata");
         }
         assert_eq!(heard.status(9), None);
+    }
+
+    #[test]
+    fn bodies_that_follow_all_the_heads_of_a_read_each_reach_their_own_call() {
+        let mut conn = connection();
+        let mut client = Client::new();
+        let now = Instant::now();
+        let mut input = Client::handshake(&[]);
+        let streams = [1, 3, 5, 7, 9, 11];
+        for stream in streams {
+            Frame::headers(
+                stream,
+                &client.request_block("/test.S/Echo", &[("x-tag", "!")]),
+                false,
+            )
+            .write(&mut input);
+        }
+        // Bodies after every head, in another order for some, and stream
+        // 11's in two DATA frames.
+        input.extend(own_number_bodies(&[1, 3, 7, 5, 9]));
+        let message = prost::Message::encode_to_vec(&vec![11u8]);
+        let body = pajamax_test_peer::grpc::message(&message);
+        Frame::data(11, &body[..3], false).write(&mut input);
+        Frame::data(11, &body[3..], true).write(&mut input);
+        conn.recv(&input, now);
+        assert_eq!(conn.open_calls(), 0);
+        assert_eq!(conn.waiting.len(), 0);
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        for stream in streams {
+            assert_eq!(heard.status(stream), Some("0"), "stream {stream}");
+            let reply: Vec<u8> = prost::Message::decode(heard.messages_on(stream)[0]).unwrap();
+            assert_eq!(reply, [stream as u8, b'!'], "stream {stream}'s own body");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! gRPC over HTTP/2: message framing, status, metadata, timeouts, routing,
 //! and calls of every kind.
 
+mod bodies;
 mod call;
 pub mod compression;
 pub mod connection;

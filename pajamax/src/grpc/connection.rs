@@ -107,8 +107,28 @@ const MAX_SPARE_CALLS: usize = 64;
 /// the next producer's turn.
 const PRODUCE_CHUNK: usize = 16 << 10;
 
-/// The most room the list of h2 events keeps between reads.
+/// The most room the list of h2 events keeps once the connection was
+/// served ([`GrpcConnection::reclaim_room`]).
 const KEPT_EVENTS: usize = 32;
+
+/// Room that a caller serving many connections in turn lends to each while
+/// it is served ([`GrpcConnection::lend_room`]): one large room for all of
+/// them, instead of each growing in every burst and shrinking after it.
+#[derive(Debug, Default)]
+pub struct SpareRoom {
+    output: Vec<u8>,
+    events: Vec<Event>,
+}
+
+impl SpareRoom {
+    /// Lets go of room above `max` bytes of output: a busy caller grows it
+    /// again at once, a quiet one does not hold its largest burst for good.
+    pub fn trim(&mut self, max: usize) {
+        if self.output.capacity() > max {
+            self.output = Vec::new();
+        }
+    }
+}
 
 /// What the context of every call takes from its connection.
 struct CallEnv {
@@ -443,12 +463,9 @@ impl GrpcConnection {
                 Event::Writable { stream } => self.on_writable(stream),
             }
         }
+        // The room stays until `reclaim_room`: it is bounded by
+        // `MAX_EVENTS_PER_RECV`.
         events.clear();
-        if events.capacity() > KEPT_EVENTS {
-            // A burst's room goes back: many connections that each once
-            // read a hundred requests at a time would hold 8 KiB apiece.
-            events.shrink_to(KEPT_EVENTS);
-        }
         self.events = events;
         if !self.new_deadlines.is_empty() {
             self.arm_deadlines();
@@ -1707,18 +1724,32 @@ impl GrpcConnection {
         self.h2.advance_output(n);
     }
 
-    /// Lends the output `spare`'s room before the connection is served
-    /// ([`h2::Connection::lend_output_room`](crate::h2::Connection::lend_output_room)).
+    /// Before the connection is served: lends it `spare`'s room, for its
+    /// output (as [`h2::Connection::lend_output_room`](crate::h2::Connection::lend_output_room))
+    /// and for the events of its reads, where `spare`'s is the larger.
+    /// With [`GrpcConnection::reclaim_room`] after, a caller serving many
+    /// connections in turn keeps one large room for all of them.
     #[inline]
-    pub fn lend_output_room(&mut self, spare: &mut Vec<u8>) {
-        self.h2.lend_output_room(spare);
+    pub fn lend_room(&mut self, spare: &mut SpareRoom) {
+        self.h2.lend_output_room(&mut spare.output);
+        if spare.events.capacity() > self.events.capacity() {
+            std::mem::swap(&mut self.events, &mut spare.events);
+        }
     }
 
-    /// Takes the output's room back after the connection was served
-    /// ([`h2::Connection::reclaim_output_room`](crate::h2::Connection::reclaim_output_room)).
+    /// After the connection was served: gives room above what one
+    /// connection keeps back to `spare`, the larger of two buffers going
+    /// there (as [`h2::Connection::reclaim_output_room`](crate::h2::Connection::reclaim_output_room)
+    /// for the output).
     #[inline]
-    pub fn reclaim_output_room(&mut self, spare: &mut Vec<u8>) {
-        self.h2.reclaim_output_room(spare);
+    pub fn reclaim_room(&mut self, spare: &mut SpareRoom) {
+        self.h2.reclaim_output_room(&mut spare.output);
+        if self.events.capacity() > KEPT_EVENTS {
+            if self.events.capacity() > spare.events.capacity() {
+                std::mem::swap(&mut self.events, &mut spare.events);
+            }
+            self.events.shrink_to(KEPT_EVENTS);
+        }
     }
 
     /// Forgets every call: the connection has failed.

@@ -1,7 +1,7 @@
 //! A worker thread: one `mio::Poll`, the connections it owns, and the loop
 //! that reads, runs handlers and writes.
 
-use crate::grpc::connection::GrpcConnection;
+use crate::grpc::connection::{GrpcConnection, SpareRoom};
 use crate::grpc::remote::{Delivery, Inbox};
 use crate::grpc::router::Router;
 use crate::h2::frame::Reason;
@@ -29,7 +29,7 @@ const READS_PER_TURN: usize = 8;
 const LINGER: Duration = Duration::from_secs(1);
 
 /// The most output room a worker keeps across a sweep for the connections
-/// it serves (`Worker::spare_output`).
+/// it serves (`Worker::spare`).
 const SPARE_KEPT: usize = 64 << 10;
 
 /// A connection handed from the acceptor to a worker.
@@ -112,11 +112,12 @@ pub(crate) struct Worker {
     /// Where every connection's reads go: a connection holds on to input
     /// only while it is an incomplete frame or reading is paused.
     read_buf: Vec<u8>,
-    /// The room of the largest output a connection needed in a turn, lent
-    /// to each connection while it is served: one buffer for the worker
-    /// instead of each connection's growing and shrinking in every burst.
-    /// Dropped at each sweep when above [`SPARE_KEPT`].
-    spare_output: Vec<u8>,
+    /// The room of the largest output and read a connection needed in a
+    /// turn, lent to each connection while it is served: one room for the
+    /// worker instead of each connection's growing and shrinking in every
+    /// burst. Its output room is dropped at each sweep when above
+    /// [`SPARE_KEPT`].
+    spare: SpareRoom,
     /// Where TLS connections' reads go before they are decrypted into
     /// `read_buf`; sized at the first TLS read.
     #[cfg(feature = "tls")]
@@ -168,7 +169,7 @@ impl Worker {
             due: SlotList::default(),
             delivered: SlotList::default(),
             read_buf,
-            spare_output: Vec::new(),
+            spare: SpareRoom::default(),
             #[cfg(feature = "tls")]
             cipher_buf: Vec::new(),
             timers: BinaryHeap::new(),
@@ -368,7 +369,7 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        conn.grpc.lend_output_room(&mut self.spare_output);
+        conn.grpc.lend_room(&mut self.spare);
         let outcome = serve(
             conn,
             &self.config,
@@ -379,7 +380,7 @@ impl Worker {
             #[cfg(feature = "tls")]
             &mut self.cipher_buf,
         );
-        conn.grpc.reclaim_output_room(&mut self.spare_output);
+        conn.grpc.reclaim_room(&mut self.spare);
         self.counted.answered += conn.grpc.take_answered();
         self.counted.reads += std::mem::take(&mut conn.reads);
         self.counted.writes += std::mem::take(&mut conn.writes);
@@ -448,11 +449,8 @@ impl Worker {
     /// Closes idle connections, ends lingering ones, and forces the end of
     /// a shutdown that takes longer than its grace period.
     fn sweep(&mut self, now: Instant) {
-        if self.spare_output.capacity() > SPARE_KEPT {
-            // Let go once per tick: a busy worker grows it again in one
-            // turn, a quiet one does not hold its largest burst for good.
-            self.spare_output = Vec::new();
-        }
+        // Once per tick.
+        self.spare.trim(SPARE_KEPT);
         let force = self.stopping_now
             || self
                 .shutting_down_since

@@ -179,11 +179,15 @@ impl FrameHeader {
     /// ```
     pub fn parse(buf: &[u8]) -> Option<FrameHeader> {
         let head: &[u8; HEADER_LEN] = buf.get(..HEADER_LEN)?.try_into().ok()?;
+        // Two loads: bytes 0-7 (length, type, flags) and 5-8 (stream).
+        let [front @ .., _] = *head;
+        let [.., s0, s1, s2, s3] = *head;
+        let front = u64::from_be_bytes(front);
         Some(FrameHeader {
-            len: u32::from_be_bytes([0, head[0], head[1], head[2]]),
-            kind: head[3],
-            flags: head[4],
-            stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & MAX_WINDOW,
+            len: (front >> 40) as u32,
+            kind: (front >> 32) as u8,
+            flags: (front >> 24) as u8,
+            stream: u32::from_be_bytes([s0, s1, s2, s3]) & MAX_WINDOW,
         })
     }
 

@@ -880,6 +880,19 @@ impl GrpcConnection {
         now: Instant,
     ) {
         self.response_metadata.clear();
+        // While the kept blocks hold, the message is encoded straight into
+        // the output behind its HEADERS frame instead of being copied there.
+        let in_place = if self.observing {
+            None
+        } else {
+            self.h2.begin_answer(stream, &self.memos.headers)
+        };
+        let reply = if in_place.is_some() {
+            self.h2.answer_body()
+        } else {
+            self.reply.clear();
+            &mut self.reply
+        };
         let service = self.router.service(route.service);
         let (metadata, deadline, compressed, accept_gzip) = match &running {
             Running::Boxed(call) => (
@@ -910,17 +923,33 @@ impl GrpcConnection {
             Ok(())
         };
         let outcome = match intercepted {
-            Ok(()) => executor::unary(
-                service,
-                route.method as usize,
-                &mut ctx,
-                message,
-                &mut self.reply,
-            ),
+            Ok(()) => executor::unary(service, route.method as usize, &mut ctx, message, reply),
             Err(status) => Ok(Err(status)),
         };
         let compress = accept_gzip && ctx.compression_choice().unwrap_or(self.send_compressed);
-        if let Some(shared) = ctx.take_remote() {
+        let remote = ctx.take_remote();
+        if let Some(answer) = in_place {
+            let plain = matches!(outcome, Ok(Ok(())))
+                && remote.is_none()
+                && !compress
+                && self.response_metadata.is_empty();
+            let answer = match plain {
+                true => self.h2.finish_answer(answer, &self.memos.ok_trailers),
+                false => Err(answer),
+            };
+            match answer {
+                Ok(()) => {
+                    self.answered += 1;
+                    if let Running::Boxed(call) = running {
+                        self.recycle(call);
+                    }
+                    return;
+                }
+                // Anything else goes the general way, from `self.reply`.
+                Err(answer) => self.h2.take_back_answer(answer, &mut self.reply),
+            }
+        }
+        if let Some(shared) = remote {
             if outcome.is_ok() {
                 // Deferred: the answer comes back through the inbox; what
                 // the handler returned does not count.
@@ -1982,7 +2011,9 @@ mod tests {
             &METHODS
         }
 
-        /// `Echo`: the request's bytes, then the `x-tag` metadata.
+        /// `Echo`: the request's bytes, then the `x-tag` metadata. A request
+        /// of one letter asks for something else: `E` an error, `M` response
+        /// metadata, `P` a panic, `B` an answer of 100,000 bytes.
         fn unary(
             &self,
             _: usize,
@@ -1991,6 +2022,16 @@ mod tests {
             reply: &mut crate::Reply<'_>,
         ) -> Result<(), Status> {
             let mut bytes: Vec<u8> = crate::decode_request(request)?;
+            match &bytes[..] {
+                b"E" => return Err(Status::invalid_argument("asked for")),
+                b"M" => {
+                    ctx.headers_mut().insert("x-head", "h").unwrap();
+                    ctx.trailers_mut().insert("x-tail", "t").unwrap();
+                }
+                b"P" => panic!("asked for"),
+                b"B" => bytes = vec![b'B'; 100_000],
+                _ => {}
+            }
             bytes.extend(ctx.metadata().get("x-tag").unwrap_or("").as_bytes());
             reply.encode(&bytes);
             Ok(())
@@ -2157,6 +2198,64 @@ mod tests {
             let reply: Vec<u8> = prost::Message::decode(heard.messages_on(stream)[0]).unwrap();
             assert_eq!(reply, [stream as u8, b'!'], "stream {stream}'s own body");
         }
+    }
+
+    #[test]
+    fn answers_of_every_kind_follow_answers_written_in_place() {
+        let mut conn = connection();
+        let mut client = Client::new();
+        let now = Instant::now();
+        conn.recv(&Client::handshake(&[]), now);
+        hear(&mut conn, &mut client);
+        // From the second answer on, the kept blocks hold and a plain
+        // answer's message is encoded straight into the output; the other
+        // kinds are taken back from there.
+        let asks: [&[u8]; 12] = [
+            b"a", b"b", b"c", b"E", b"d", b"M", b"e", b"P", b"f", b"B", b"g", b"h",
+        ];
+        for (i, ask) in asks.into_iter().enumerate() {
+            let stream = 1 + 2 * i as u32;
+            let message = prost::Message::encode_to_vec(&ask.to_vec());
+            conn.recv(&client.request(stream, "/test.S/Echo", &message), now);
+            hear(&mut conn, &mut client);
+            if ask == b"B" {
+                // Held for the client's windows, then sent on.
+                assert_eq!(client.heard().status(stream), None);
+                let mut more = Frame::window_update(0, 1 << 20).to_bytes();
+                Frame::window_update(stream, 1 << 20).write(&mut more);
+                conn.recv(&more, now);
+                hear(&mut conn, &mut client);
+            }
+            let heard = client.take_heard();
+            let status = match ask {
+                b"E" => "3",
+                b"P" => "13",
+                _ => "0",
+            };
+            assert_eq!(heard.status(stream), Some(status), "{ask:?}");
+            let replies: Vec<Vec<u8>> = heard
+                .messages_on(stream)
+                .into_iter()
+                .map(|m| prost::Message::decode(m).unwrap())
+                .collect();
+            let expected = match ask {
+                b"E" | b"P" => vec![],
+                b"B" => vec![vec![b'B'; 100_000]],
+                _ => vec![ask.to_vec()],
+            };
+            assert_eq!(replies, expected, "{ask:?}");
+            let field = |name: &str| heard.blocks.iter().find_map(|block| block.value(name));
+            // Headers and trailers, or a trailers-only answer: nothing
+            // left over from an answer taken back.
+            let blocks = heard.blocks.iter().filter(|b| b.stream == stream).count();
+            let trailers_only = matches!(ask, b"E" | b"P");
+            assert_eq!(blocks, if trailers_only { 1 } else { 2 }, "{ask:?}");
+            let metadata = ask == b"M";
+            assert_eq!(field("x-head").is_some(), metadata, "{ask:?}");
+            assert_eq!(field("x-tail").is_some(), metadata, "{ask:?}");
+        }
+        assert_eq!(conn.open_calls(), 0);
+        assert_eq!(conn.h2().open_streams(), 0);
     }
 
     #[test]

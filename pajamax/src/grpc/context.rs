@@ -73,6 +73,11 @@ impl ResponseMetadata {
         self.headers.clear();
         self.trailers.clear();
     }
+
+    /// Whether both lists are empty.
+    pub fn is_empty(&self) -> bool {
+        self.headers.is_empty() && self.trailers.is_empty()
+    }
 }
 
 impl<'a> Context<'a> {

@@ -32,8 +32,9 @@ pub(crate) fn observe(hooks: &Hooks, call: &FinishedCall<'_>) {
     }
 }
 
-/// Runs a unary handler; on success `reply` holds the framed answer. The
-/// outer error is a panic, the inner one the handler's status.
+/// Runs a unary handler; on success the framed answer follows what
+/// `reply` held before. The outer error is a panic, the inner one the
+/// handler's status.
 pub(crate) fn unary(
     service: &dyn Service,
     method: usize,
@@ -41,13 +42,14 @@ pub(crate) fn unary(
     message: &[u8],
     reply: &mut Vec<u8>,
 ) -> Result<Result<(), Status>, Status> {
-    let mut encoder = Reply::with_prefix_room(reply);
+    let prefix = reply.len();
+    let mut encoder = Reply::after_prefix_room(reply);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         service.unary(method, ctx, message, &mut encoder)
     }))
     .map_err(|_| panicked())?;
     if outcome.is_ok() {
-        framing::patch_len(reply, 0);
+        framing::patch_len(reply, prefix);
     }
     Ok(outcome)
 }

@@ -190,12 +190,12 @@ impl<'a> Reply<'a> {
         Reply { buf, start: 0 }
     }
 
-    /// A reply that leaves room for the 5-byte message prefix at the front
-    /// of `buf`, so the framed message is contiguous.
-    pub(crate) fn with_prefix_room(buf: &'a mut Vec<u8>) -> Reply<'a> {
-        buf.clear();
+    /// A reply that goes after what `buf` holds, behind room for the 5-byte
+    /// message prefix, so the framed message is contiguous.
+    pub(crate) fn after_prefix_room(buf: &'a mut Vec<u8>) -> Reply<'a> {
         buf.extend_from_slice(&[0; 5]);
-        Reply { buf, start: 5 }
+        let start = buf.len();
+        Reply { buf, start }
     }
 
     /// Encodes `message` as the call's answer, replacing an earlier one.

@@ -118,6 +118,20 @@ impl Event {
 /// passes the rest of the input again once it has sent the answers.
 pub const MAX_EVENTS_PER_RECV: usize = 512;
 
+/// A whole answer being written straight into the output
+/// ([`Connection::begin_answer`]).
+#[must_use = "an answer begun is finished or taken back"]
+#[derive(Debug)]
+pub(crate) struct InPlaceAnswer {
+    stream: u32,
+    /// Where its HEADERS frame starts in the output.
+    start: usize,
+    /// Where its body starts.
+    body: usize,
+    /// How much body the client's windows take.
+    room: usize,
+}
+
 /// The server side of an HTTP/2 connection. See the module documentation
 /// for the call order.
 pub struct Connection {
@@ -835,12 +849,82 @@ impl Connection {
             self.output
                 .header_block_memo(stream, trailers.0, trailers.1, true);
         }
-        let state = self.streams.remove(stream).expect("found above");
+        self.answer_sent(stream);
+    }
+
+    /// Closes `stream`, whose whole answer was just written: a client
+    /// still sending is told to stop (RST_STREAM with NO_ERROR).
+    #[inline(always)]
+    fn answer_sent(&mut self, stream: u32) {
+        let state = self.streams.remove(stream).expect("an open stream");
         self.unproductive = 0;
         if state.recv_open() {
             frame::write_rst_stream(self.output.buf(), stream, Reason::NO_ERROR);
         }
         self.streams.remember_closed(stream, state.recv_open());
+    }
+
+    /// Starts a whole answer on `stream` whose body the caller writes
+    /// straight into the output ([`Connection::answer_body`]), so it is not
+    /// copied there: the kept `headers` block goes first. `None`, with
+    /// nothing written, if the stream is gone, its headers were sent or the
+    /// memo does not hold: then the answer goes the way of
+    /// [`Connection::send_answer`]. An answer begun is either finished or
+    /// taken back before anything else is sent.
+    pub(crate) fn begin_answer(
+        &mut self,
+        stream: u32,
+        headers: &BlockMemo,
+    ) -> Option<InPlaceAnswer> {
+        let state = self.streams.get(stream)?;
+        if state.send != SendHalf::Idle {
+            return None;
+        }
+        // Nothing the peer sends is read before the answer is finished.
+        let room = state
+            .send_window
+            .available()
+            .min(self.send_flow.window.available());
+        let start = self.output.buf().len();
+        let body = self.output.begin_answer(stream, headers)?;
+        Some(InPlaceAnswer {
+            stream,
+            start,
+            body,
+            room,
+        })
+    }
+
+    /// Where the body of the answer begun goes: appended to it.
+    #[inline]
+    pub(crate) fn answer_body(&mut self) -> &mut Vec<u8> {
+        self.output.buf()
+    }
+
+    /// Sends the answer begun, with the kept `trailers` block closing the
+    /// stream, when the client's windows take its whole body in one DATA
+    /// frame. Otherwise nothing more is written and the answer comes back
+    /// to be taken back ([`Connection::take_back_answer`]).
+    pub(crate) fn finish_answer(
+        &mut self,
+        answer: InPlaceAnswer,
+        trailers: &BlockMemo,
+    ) -> Result<(), InPlaceAnswer> {
+        let stream = answer.stream;
+        let len = self.output.buf().len() - answer.body;
+        if len == 0 || len > answer.room || !self.output.end_answer(stream, answer.body, trailers) {
+            return Err(answer);
+        }
+        // The stream's own window goes with the stream.
+        self.send_flow.window.consume(len);
+        self.answer_sent(stream);
+        Ok(())
+    }
+
+    /// Takes back the answer begun: the output is as it was before, and
+    /// the body written moves to `back` (replacing what it held).
+    pub(crate) fn take_back_answer(&mut self, answer: InPlaceAnswer, back: &mut Vec<u8>) {
+        self.output.take_back(answer.start, answer.body, back);
     }
 
     /// As [`Connection::send_data`] without END_STREAM, for body bytes that

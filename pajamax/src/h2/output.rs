@@ -81,13 +81,16 @@ impl BlockMemo {
     #[inline(always)]
     fn copy_to(&self, buf: &mut Vec<u8>, stream: u32, end_stream: bool) {
         let at = buf.len();
-        if self.frame.len() <= SHORT_FRAME {
-            buf.extend_from_slice(&self.short);
-            buf.truncate(at + self.frame.len());
-        } else {
-            buf.extend_from_slice(&self.frame);
-        }
         let end_flag = if end_stream { flag::END_STREAM } else { 0 };
+        if self.frame.len() <= SHORT_FRAME {
+            let mut short = self.short;
+            short[4] = end_flag | flag::END_HEADERS;
+            short[5..9].copy_from_slice(&stream.to_be_bytes());
+            buf.extend_from_slice(&short);
+            buf.truncate(at + self.frame.len());
+            return;
+        }
+        buf.extend_from_slice(&self.frame);
         buf[at + 4] = end_flag | flag::END_HEADERS;
         buf[at + 5..at + 9].copy_from_slice(&stream.to_be_bytes());
     }
@@ -226,6 +229,42 @@ impl Output {
         buf.extend_from_slice(data);
         trailers.copy_to(buf, stream, true);
         true
+    }
+
+    /// Starts an answer whose body the caller appends straight to the
+    /// output: the kept `headers` frame on `stream`, then room for the
+    /// header of the DATA frame. Returns where the body starts; `None`,
+    /// with nothing written, when the memo does not hold.
+    pub(crate) fn begin_answer(&mut self, stream: u32, headers: &BlockMemo) -> Option<usize> {
+        if !headers.holds(self.encoder.state(), self.max_frame) {
+            return None;
+        }
+        headers.copy_to(&mut self.buf, stream, false);
+        self.buf.extend_from_slice(&[0; frame::HEADER_LEN]);
+        Some(self.buf.len())
+    }
+
+    /// Ends an answer begun with [`Output::begin_answer`], whose body
+    /// starts at `body`: the DATA frame's header, then the kept `trailers`
+    /// frame ending the stream. Returns `false`, having changed nothing,
+    /// when the memo does not hold or the body does not fit one frame.
+    pub(crate) fn end_answer(&mut self, stream: u32, body: usize, trailers: &BlockMemo) -> bool {
+        let len = self.buf.len() - body;
+        if len > self.max_frame || !trailers.holds(self.encoder.state(), self.max_frame) {
+            return false;
+        }
+        let head = frame::header(len, kind::DATA, 0, stream);
+        self.buf[body - frame::HEADER_LEN..body].copy_from_slice(&head);
+        trailers.copy_to(&mut self.buf, stream, true);
+        true
+    }
+
+    /// Takes back what was written from `start` on, and the body that
+    /// starts at `body` moves to `back` (replacing what it held).
+    pub(crate) fn take_back(&mut self, start: usize, body: usize, back: &mut Vec<u8>) {
+        back.clear();
+        back.extend_from_slice(&self.buf[body..]);
+        self.buf.truncate(start);
     }
 
     /// As [`Output::header_block`] for `fields`, reusing the bytes kept in

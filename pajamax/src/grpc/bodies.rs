@@ -6,7 +6,10 @@
 //! first and the DATA frames after them (nghttp2 does), so a request's body
 //! is rarely the very next event. [`BodiesAhead`] looks past the requests
 //! that follow; it only moves forward, so a read of n events costs O(n)
-//! however they are ordered.
+//! however they are ordered. The price of that: an event the cursor stops
+//! at and cannot pass (another stream's body, a body that is not one whole
+//! message, a reset) leaves the requests before it to wait in the table,
+//! as every request did before.
 
 use crate::h2::connection::Event;
 use std::ops::Range;

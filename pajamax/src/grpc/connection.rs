@@ -36,7 +36,7 @@ use crate::grpc::status::{Code, Status};
 use crate::grpc::streaming::{Inbound, Outgoing, Production, RawNext};
 use crate::grpc::timers::Timers;
 use crate::grpc::waiting::WaitingCalls;
-use crate::h2::connection::{Connection, Event};
+use crate::h2::connection::{Connection, Event, MAX_EVENTS_PER_RECV};
 use crate::h2::frame::Reason;
 use crate::h2::Config as H2Config;
 use crate::stream_map::StreamMap;
@@ -107,8 +107,9 @@ const MAX_SPARE_CALLS: usize = 64;
 /// the next producer's turn.
 const PRODUCE_CHUNK: usize = 16 << 10;
 
-/// The most room the list of h2 events keeps once the connection was
-/// served ([`GrpcConnection::reclaim_room`]).
+/// The most room the list of h2 events keeps between reads, or, while the
+/// room is lent, once the connection was served
+/// ([`GrpcConnection::reclaim_room`]).
 const KEPT_EVENTS: usize = 32;
 
 /// Room that a caller serving many connections in turn lends to each while
@@ -121,11 +122,18 @@ pub struct SpareRoom {
 }
 
 impl SpareRoom {
-    /// Lets go of room above `max` bytes of output: a busy caller grows it
-    /// again at once, a quiet one does not hold its largest burst for good.
+    /// Lets go of room above `max` bytes of output, and of room for more
+    /// events than one read makes in the usual way
+    /// ([`MAX_EVENTS_PER_RECV`](crate::h2::connection::MAX_EVENTS_PER_RECV);
+    /// a window opening for many blocked streams makes more): a busy caller
+    /// grows it again at once, a quiet one does not hold its largest burst
+    /// for good.
     pub fn trim(&mut self, max: usize) {
         if self.output.capacity() > max {
             self.output = Vec::new();
+        }
+        if self.events.capacity() > MAX_EVENTS_PER_RECV {
+            self.events = Vec::new();
         }
     }
 }
@@ -234,6 +242,13 @@ pub struct GrpcConnection {
     spare: Vec<Box<Call>>,
     max_spare: usize,
     events: Vec<Event>,
+    /// `events` is the room lent by [`GrpcConnection::lend_room`], given
+    /// back by [`GrpcConnection::reclaim_room`]; without it, each read's
+    /// events shrink to [`KEPT_EVENTS`] after use.
+    room_lent: bool,
+    /// Calls that went to wait for their body in a table.
+    #[cfg(test)]
+    waits: usize,
     /// The framed answer of the unary call being answered.
     reply: Vec<u8>,
     /// The response metadata of the unary call being run.
@@ -299,6 +314,9 @@ impl GrpcConnection {
             spare: Vec::new(),
             max_spare: (config.h2.max_concurrent_streams as usize).min(MAX_SPARE_CALLS),
             events: Vec::new(),
+            room_lent: false,
+            #[cfg(test)]
+            waits: 0,
             reply: Vec::new(),
             response_metadata: ResponseMetadata::default(),
             text: Vec::new(),
@@ -444,6 +462,10 @@ impl GrpcConnection {
                             if waiting.has_deadline() {
                                 self.new_deadlines.push(stream);
                             }
+                            #[cfg(test)]
+                            {
+                                self.waits += 1;
+                            }
                             let tag = self.waiting.insert(stream, waiting);
                             self.h2.set_tag(stream, tag);
                         }
@@ -463,9 +485,12 @@ impl GrpcConnection {
                 Event::Writable { stream } => self.on_writable(stream),
             }
         }
-        // The room stays until `reclaim_room`: it is bounded by
-        // `MAX_EVENTS_PER_RECV`.
         events.clear();
+        if !self.room_lent && events.capacity() > KEPT_EVENTS {
+            // Many connections that each once read a hundred requests at a
+            // time would hold 8 KiB apiece.
+            events.shrink_to(KEPT_EVENTS);
+        }
         self.events = events;
         if !self.new_deadlines.is_empty() {
             self.arm_deadlines();
@@ -554,6 +579,10 @@ impl GrpcConnection {
 
     /// Keeps a call until its request body arrives.
     fn wait_for_body(&mut self, stream: u32, call: Box<Call>) {
+        #[cfg(test)]
+        {
+            self.waits += 1;
+        }
         if call.deadline.is_some() {
             self.new_deadlines.push(stream);
         }
@@ -1764,6 +1793,7 @@ impl GrpcConnection {
         if spare.events.capacity() > self.events.capacity() {
             std::mem::swap(&mut self.events, &mut spare.events);
         }
+        self.room_lent = true;
     }
 
     /// After the connection was served: gives room above what one
@@ -1773,6 +1803,7 @@ impl GrpcConnection {
     #[inline]
     pub fn reclaim_room(&mut self, spare: &mut SpareRoom) {
         self.h2.reclaim_output_room(&mut spare.output);
+        self.room_lent = false;
         if self.events.capacity() > KEPT_EVENTS {
             if self.events.capacity() > spare.events.capacity() {
                 std::mem::swap(&mut self.events, &mut spare.events);
@@ -2191,12 +2222,77 @@ mod tests {
         conn.recv(&input, now);
         assert_eq!(conn.open_calls(), 0);
         assert_eq!(conn.waiting.len(), 0);
+        // Streams 1, 3 and 7 found their body ahead; 5 and 9 came after 7's
+        // where they looked, and 11's first DATA does not end it.
+        assert_eq!(conn.waits, 3);
         hear(&mut conn, &mut client);
         let heard = client.take_heard();
         for stream in streams {
             assert_eq!(heard.status(stream), Some("0"), "stream {stream}");
             let reply: Vec<u8> = prost::Message::decode(heard.messages_on(stream)[0]).unwrap();
             assert_eq!(reply, [stream as u8, b'!'], "stream {stream}'s own body");
+        }
+    }
+
+    #[test]
+    fn bodies_found_ahead_that_cannot_run_at_once_still_reach_their_call() {
+        let mut conn = connection();
+        let mut client = Client::new();
+        let now = Instant::now();
+        let mut input = Client::handshake(&[]);
+        let body =
+            |n: u8| pajamax_test_peer::grpc::message(&prost::Message::encode_to_vec(&vec![n]));
+        let two = |n: u8| [body(n), body(n)].concat();
+        let mut head = |input: &mut Vec<u8>, stream: u32, gzip: bool| {
+            let extra: &[(&str, &str)] = if gzip {
+                &[("x-tag", "!"), ("grpc-encoding", "gzip")]
+            } else {
+                &[("x-tag", "!")]
+            };
+            let block = client.request_block("/test.S/Echo", extra);
+            Frame::headers(stream, &block, false).write(input);
+        };
+        // 1: a compressed message (a call in a box).
+        head(&mut input, 1, true);
+        let mut deflated = Vec::new();
+        compression::deflate_frames(&body(1), &mut deflated);
+        Frame::data(1, &deflated, true).write(&mut input);
+        // 3: the first plain head (a call in a box), its whole body.
+        head(&mut input, 3, false);
+        Frame::data(3, &body(3), true).write(&mut input);
+        // 5, 7, 9: repeated heads (light records): two messages; a message,
+        // then an empty DATA that ends the stream; a cut message.
+        head(&mut input, 5, false);
+        Frame::data(5, &two(5), true).write(&mut input);
+        head(&mut input, 7, false);
+        Frame::data(7, &body(7), false).write(&mut input);
+        Frame::data(7, &[], true).write(&mut input);
+        head(&mut input, 9, false);
+        Frame::data(9, &body(9)[..6], true).write(&mut input);
+        // 11, 13: both heads first, then their bodies.
+        head(&mut input, 11, false);
+        head(&mut input, 13, false);
+        Frame::data(11, &body(11), true).write(&mut input);
+        Frame::data(13, &two(13), true).write(&mut input);
+        conn.recv(&input, now);
+        assert_eq!(conn.open_calls(), 0);
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        let expected = [
+            (1, "0"),
+            (3, "0"),
+            (5, "13"),
+            (7, "0"),
+            (9, "13"),
+            (11, "0"),
+            (13, "13"),
+        ];
+        for (stream, status) in expected {
+            assert_eq!(heard.status(stream), Some(status), "stream {stream}");
+            if status == "0" {
+                let reply: Vec<u8> = prost::Message::decode(heard.messages_on(stream)[0]).unwrap();
+                assert_eq!(reply, [stream as u8, b'!'], "stream {stream}");
+            }
         }
     }
 

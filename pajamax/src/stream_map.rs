@@ -75,7 +75,7 @@ impl<T> StreamMap<T> {
     }
 
     /// Puts `value` under `id`, in place of the value it had if any.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn insert(&mut self, id: u32, value: T) {
         let place = self.place_of(id);
         if let Some(free @ None) = self.places.get_mut(place) {

@@ -485,7 +485,8 @@ impl Connection {
         events: &mut Vec<Event>,
     ) -> Result<(), Error> {
         let first_field = self.fields.len();
-        let is_trailers = self.streams.contains(id);
+        // A stream above every id seen is new, without a look-up.
+        let is_trailers = id <= self.streams.last() && self.streams.contains(id);
         let result = self.header_block(id, is_trailers, block, end_stream, self_dependent, events);
         if result.is_err() {
             self.fields.truncate(first_field);

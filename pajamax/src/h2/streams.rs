@@ -137,6 +137,7 @@ impl Streams {
     }
 
     /// Adds a stream just opened by the client.
+    #[inline]
     pub(crate) fn insert(&mut self, id: u32, stream: Stream) {
         self.open.insert(id, stream);
     }

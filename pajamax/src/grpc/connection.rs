@@ -249,6 +249,9 @@ pub struct GrpcConnection {
     /// Calls that went to wait for their body in a table.
     #[cfg(test)]
     waits: usize,
+    /// Answers whose message was encoded straight into the output.
+    #[cfg(test)]
+    answered_in_place: usize,
     /// The framed answer of the unary call being answered.
     reply: Vec<u8>,
     /// The response metadata of the unary call being run.
@@ -317,6 +320,8 @@ impl GrpcConnection {
             room_lent: false,
             #[cfg(test)]
             waits: 0,
+            #[cfg(test)]
+            answered_in_place: 0,
             reply: Vec::new(),
             response_metadata: ResponseMetadata::default(),
             text: Vec::new(),
@@ -914,12 +919,14 @@ impl GrpcConnection {
         let in_place = if self.observing {
             None
         } else {
-            self.h2.begin_answer(stream, &self.memos.headers)
+            self.h2
+                .begin_answer(stream, &self.memos.headers, PREFIX_LEN)
         };
         let reply = if in_place.is_some() {
             self.h2.answer_body()
         } else {
             self.reply.clear();
+            self.reply.extend_from_slice(&[0; PREFIX_LEN]);
             &mut self.reply
         };
         let service = self.router.service(route.service);
@@ -969,6 +976,10 @@ impl GrpcConnection {
             match answer {
                 Ok(()) => {
                     self.answered += 1;
+                    #[cfg(test)]
+                    {
+                        self.answered_in_place += 1;
+                    }
                     if let Running::Boxed(call) = running {
                         self.recycle(call);
                     }
@@ -2352,6 +2363,10 @@ mod tests {
         }
         assert_eq!(conn.open_calls(), 0);
         assert_eq!(conn.h2().open_streams(), 0);
+        // Of the eight plain answers, those after the first two and after
+        // the first one following a change of the HPACK table went in
+        // place.
+        assert!(conn.answered_in_place >= 3, "{}", conn.answered_in_place);
     }
 
     #[test]

@@ -32,9 +32,9 @@ pub(crate) fn observe(hooks: &Hooks, call: &FinishedCall<'_>) {
     }
 }
 
-/// Runs a unary handler; on success the framed answer follows what
-/// `reply` held before. The outer error is a panic, the inner one the
-/// handler's status.
+/// Runs a unary handler; `reply` ends with room for the message prefix,
+/// and on success the framed answer fills it and follows it. The outer
+/// error is a panic, the inner one the handler's status.
 pub(crate) fn unary(
     service: &dyn Service,
     method: usize,
@@ -42,7 +42,7 @@ pub(crate) fn unary(
     message: &[u8],
     reply: &mut Vec<u8>,
 ) -> Result<Result<(), Status>, Status> {
-    let prefix = reply.len();
+    let prefix = reply.len() - framing::PREFIX_LEN;
     let mut encoder = Reply::after_prefix_room(reply);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         service.unary(method, ctx, message, &mut encoder)

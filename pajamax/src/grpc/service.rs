@@ -190,10 +190,9 @@ impl<'a> Reply<'a> {
         Reply { buf, start: 0 }
     }
 
-    /// A reply that goes after what `buf` holds, behind room for the 5-byte
-    /// message prefix, so the framed message is contiguous.
+    /// A reply that goes after what `buf` holds, which ends with the room
+    /// for the 5-byte message prefix: the framed message is contiguous.
     pub(crate) fn after_prefix_room(buf: &'a mut Vec<u8>) -> Reply<'a> {
-        buf.extend_from_slice(&[0; 5]);
         let start = buf.len();
         Reply { buf, start }
     }

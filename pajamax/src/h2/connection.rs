@@ -340,25 +340,43 @@ impl Connection {
                 "expected CONTINUATION",
             ));
         }
-        let unproductive = match head.kind {
-            kind::PING | kind::SETTINGS => !head.has(flag::ACK),
-            kind::DATA => payload.is_empty() && !head.has(flag::END_STREAM),
-            kind::CONTINUATION => payload.is_empty() && !head.has(flag::END_HEADERS),
-            kind::HEADERS | kind::WINDOW_UPDATE | kind::GOAWAY => false,
-            _ => true,
-        };
-        if unproductive {
-            self.count_unproductive()?;
-        }
+        // Frames that do not move a request forward are counted first
+        // (`count_unproductive`): PING and SETTINGS but their ACKs, empty
+        // DATA and CONTINUATION that end nothing, PRIORITY, RST_STREAM,
+        // PUSH_PROMISE and unknown types. One match for both.
         let body = &input[payload.clone()];
         match head.kind {
-            kind::DATA => self.on_data(head, input, payload, events),
+            kind::DATA => {
+                if payload.is_empty() && !head.has(flag::END_STREAM) {
+                    self.count_unproductive()?;
+                }
+                self.on_data(head, input, payload, events)
+            }
             kind::HEADERS => self.on_headers(head, body, events),
-            kind::CONTINUATION => self.on_continuation(head, body, events),
-            kind::PRIORITY => frame::priority::check(head, body),
-            kind::RST_STREAM => self.on_rst_stream(head, body, events),
-            kind::SETTINGS => self.on_settings(head, body, events),
+            kind::CONTINUATION => {
+                if body.is_empty() && !head.has(flag::END_HEADERS) {
+                    self.count_unproductive()?;
+                }
+                self.on_continuation(head, body, events)
+            }
+            kind::PRIORITY => {
+                self.count_unproductive()?;
+                frame::priority::check(head, body)
+            }
+            kind::RST_STREAM => {
+                self.count_unproductive()?;
+                self.on_rst_stream(head, body, events)
+            }
+            kind::SETTINGS => {
+                if !head.has(flag::ACK) {
+                    self.count_unproductive()?;
+                }
+                self.on_settings(head, body, events)
+            }
             kind::PING => {
+                if !head.has(flag::ACK) {
+                    self.count_unproductive()?;
+                }
                 let ping = Ping::load(head, body)?;
                 if !ping.ack {
                     frame::write_ping_ack(self.output.buf(), &ping.payload);
@@ -375,11 +393,14 @@ impl Connection {
                 Ok(())
             }
             kind::WINDOW_UPDATE => self.on_window_update(head, body, events),
-            kind::PUSH_PROMISE => Err(Error::GoAway(
-                Reason::PROTOCOL_ERROR,
-                "PUSH_PROMISE from a client",
-            )),
-            _ => Ok(()),
+            kind::PUSH_PROMISE => {
+                self.count_unproductive()?;
+                Err(Error::GoAway(
+                    Reason::PROTOCOL_ERROR,
+                    "PUSH_PROMISE from a client",
+                ))
+            }
+            _ => self.count_unproductive(),
         }
     }
 
@@ -867,7 +888,10 @@ impl Connection {
 
     /// Starts a whole answer on `stream` whose body the caller writes
     /// straight into the output ([`Connection::answer_body`]), so it is not
-    /// copied there: the kept `headers` block goes first. `None`, with
+    /// copied there: the kept `headers` block goes first, and the body
+    /// starts with `body_room` zero bytes for the caller to fill (at most
+    /// 8).
+    /// `None`, with
     /// nothing written, if the stream is gone, its headers were sent or the
     /// memo does not hold: then the answer goes the way of
     /// [`Connection::send_answer`]. An answer begun is either finished or
@@ -876,6 +900,7 @@ impl Connection {
         &mut self,
         stream: u32,
         headers: &BlockMemo,
+        body_room: usize,
     ) -> Option<InPlaceAnswer> {
         let state = self.streams.get(stream)?;
         if state.send != SendHalf::Idle {
@@ -887,7 +912,7 @@ impl Connection {
             .available()
             .min(self.send_flow.window.available());
         let start = self.output.buf().len();
-        let body = self.output.begin_answer(stream, headers)?;
+        let body = self.output.begin_answer(stream, headers, body_room)?;
         Some(InPlaceAnswer {
             stream,
             start,

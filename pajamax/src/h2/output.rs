@@ -57,6 +57,10 @@ pub struct BlockMemo {
 /// The longest kept frame [`BlockMemo::short`] holds.
 const SHORT_FRAME: usize = 32;
 
+/// The most body bytes [`Output::begin_answer`] writes with an answer's
+/// frames.
+pub(crate) const MAX_BODY_ROOM: usize = 8;
+
 impl BlockMemo {
     /// Whether the kept frame may be written again: the encoder is in the
     /// `state` it was made in, and the block fits a frame of `max_frame`.
@@ -232,16 +236,37 @@ impl Output {
     }
 
     /// Starts an answer whose body the caller appends straight to the
-    /// output: the kept `headers` frame on `stream`, then room for the
-    /// header of the DATA frame. Returns where the body starts; `None`,
-    /// with nothing written, when the memo does not hold.
-    pub(crate) fn begin_answer(&mut self, stream: u32, headers: &BlockMemo) -> Option<usize> {
-        if !headers.holds(self.encoder.state(), self.max_frame) {
+    /// output: the kept `headers` frame on `stream`, the header of the DATA
+    /// frame, and the first `room` bytes of the body as zeros (for the
+    /// caller to fill; at most [`MAX_BODY_ROOM`]), written as one
+    /// fixed-size move. Returns where the body starts; `None`, with nothing
+    /// written, when the memo does not hold or its frame is not short.
+    pub(crate) fn begin_answer(
+        &mut self,
+        stream: u32,
+        headers: &BlockMemo,
+        room: usize,
+    ) -> Option<usize> {
+        let len = headers.frame.len();
+        if len > SHORT_FRAME
+            || room > MAX_BODY_ROOM
+            || !headers.holds(self.encoder.state(), self.max_frame)
+        {
             return None;
         }
-        headers.copy_to(&mut self.buf, stream, false);
-        self.buf.extend_from_slice(&[0; frame::HEADER_LEN]);
-        Some(self.buf.len())
+        let mut bytes = [0; SHORT_FRAME + frame::HEADER_LEN + MAX_BODY_ROOM];
+        bytes[..SHORT_FRAME].copy_from_slice(&headers.short);
+        let stream_bytes = stream.to_be_bytes();
+        bytes[4] = flag::END_HEADERS;
+        bytes[5..9].copy_from_slice(&stream_bytes);
+        // The DATA frame's length is set when the answer ends.
+        bytes[len + 3] = kind::DATA;
+        bytes[len + 5..len + 9].copy_from_slice(&stream_bytes);
+        let at = self.buf.len();
+        self.buf.extend_from_slice(&bytes);
+        let body = at + len + frame::HEADER_LEN;
+        self.buf.truncate(body + room);
+        Some(body)
     }
 
     /// Ends an answer begun with [`Output::begin_answer`], whose body
@@ -253,8 +278,8 @@ impl Output {
         if len > self.max_frame || !trailers.holds(self.encoder.state(), self.max_frame) {
             return false;
         }
-        let head = frame::header(len, kind::DATA, 0, stream);
-        self.buf[body - frame::HEADER_LEN..body].copy_from_slice(&head);
+        let len = (len as u32).to_be_bytes();
+        self.buf[body - frame::HEADER_LEN..body - frame::HEADER_LEN + 3].copy_from_slice(&len[1..]);
         trailers.copy_to(&mut self.buf, stream, true);
         true
     }
@@ -451,6 +476,51 @@ mod tests {
         out.advance(out.pending().len());
         assert!(!out.answer_from_memos(7, &head, b"hello", &tail));
         assert!(out.pending().is_empty());
+    }
+
+    #[test]
+    fn an_answer_written_in_place_is_the_same_bytes_as_from_memos() {
+        let headers = [
+            Field::indexed(b":status", b"200"),
+            Field::indexed(b"content-type", b"application/grpc"),
+        ];
+        let trailers = [Field::indexed(b"grpc-status", b"0")];
+        let (mut head, mut tail) = (BlockMemo::default(), BlockMemo::default());
+        let mut out = Output::new();
+        assert_eq!(out.begin_answer(1, &head, 5), None);
+        for stream in [1, 3] {
+            out.header_block_memo(stream, &mut head, &headers, false);
+            out.header_block_memo(stream, &mut tail, &trailers, true);
+            out.advance(out.pending().len());
+        }
+        let body = b"\0\0\0\0\x03abc";
+        assert!(out.answer_from_memos(5, &head, body, &tail));
+        let expected = out.pending().to_vec();
+        out.advance(expected.len());
+        // Begun with the body's first five bytes as room, filled after.
+        let at = out.begin_answer(5, &head, 5).unwrap();
+        assert_eq!(out.pending()[at - out.start..], [0; 5]);
+        out.buf()[at + 4] = 3;
+        out.buf().extend_from_slice(b"abc");
+        assert!(out.end_answer(5, at, &tail));
+        assert_eq!(out.pending(), &expected[..]);
+        out.advance(expected.len());
+        // Taken back: the output as it was, the body moved out.
+        out.buf().extend_from_slice(b"before");
+        let at = out.begin_answer(7, &head, 5).unwrap();
+        out.buf().extend_from_slice(b"xyz");
+        let mut back = vec![1, 2];
+        out.take_back(at - frame::HEADER_LEN - head.frame.len(), at, &mut back);
+        assert_eq!(out.pending(), b"before");
+        assert_eq!(back, b"\0\0\0\0\0xyz");
+        // A body larger than the peer's frames: not ended, nothing changed.
+        out.advance(out.pending().len());
+        let at = out.begin_answer(9, &head, 0).unwrap();
+        out.buf().extend_from_slice(&[7; 100]);
+        out.set_max_frame(64);
+        let before = out.pending().to_vec();
+        assert!(!out.end_answer(9, at, &tail));
+        assert_eq!(out.pending(), &before[..]);
     }
 
     #[test]

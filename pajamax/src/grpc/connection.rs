@@ -98,6 +98,16 @@ enum Running {
     Light(Waiting),
 }
 
+impl Running {
+    /// Whether the client takes gzip-compressed answers.
+    fn accepts_gzip(&self) -> bool {
+        match self {
+            Running::Boxed(call) => call.accept_gzip,
+            Running::Light(waiting) => waiting.head.accept_gzip,
+        }
+    }
+}
+
 /// The most boxes of finished calls a connection keeps for the next ones:
 /// enough for the calls that need a box at once (streams, and requests
 /// whose header block is new), not for every stream a burst opened.
@@ -916,7 +926,9 @@ impl GrpcConnection {
         self.response_metadata.clear();
         // While the kept blocks hold, the message is encoded straight into
         // the output behind its HEADERS frame instead of being copied there.
-        let in_place = if self.observing {
+        // Not for answers that are compressed unless the handler says
+        // otherwise: they would be taken back every time.
+        let in_place = if self.observing || (self.send_compressed && running.accepts_gzip()) {
             None
         } else {
             self.h2
@@ -2055,7 +2067,10 @@ mod tests {
 
         /// `Echo`: the request's bytes, then the `x-tag` metadata. A request
         /// of one letter asks for something else: `E` an error, `M` response
-        /// metadata, `P` a panic, `B` an answer of 100,000 bytes.
+        /// metadata, `P` a panic, `B` an answer of 100,000 bytes, `H` one of
+        /// 16,000 bytes, `L` one of 40,000 bytes, `Z` a compressed answer, `X` an error after an
+        /// answer was encoded, `T` trailing metadata only, `D` an answer
+        /// deferred (given at once, `D!`, before encoding another).
         fn unary(
             &self,
             _: usize,
@@ -2072,6 +2087,17 @@ mod tests {
                 }
                 b"P" => panic!("asked for"),
                 b"B" => bytes = vec![b'B'; 100_000],
+                b"H" => bytes = vec![b'H'; 16_000],
+                b"L" => bytes = vec![b'L'; 40_000],
+                b"Z" => ctx.compress_response(true),
+                b"X" => {
+                    reply.encode(&bytes);
+                    return Err(Status::invalid_argument("after encoding"));
+                }
+                b"T" => {
+                    ctx.trailers_mut().insert("x-tail", "t").unwrap();
+                }
+                b"D" => ctx.defer().respond(Ok(b"D!".to_vec())),
                 _ => {}
             }
             bytes.extend(ctx.metadata().get("x-tag").unwrap_or("").as_bytes());
@@ -2317,14 +2343,21 @@ mod tests {
         // From the second answer on, the kept blocks hold and a plain
         // answer's message is encoded straight into the output; the other
         // kinds are taken back from there.
-        let asks: [&[u8]; 12] = [
-            b"a", b"b", b"c", b"E", b"d", b"M", b"e", b"P", b"f", b"B", b"g", b"h",
+        let asks: [&[u8]; 14] = [
+            b"a", b"b", b"c", b"E", b"d", b"M", b"e", b"P", b"f", b"B", b"g", b"h", b"L", b"i",
         ];
         for (i, ask) in asks.into_iter().enumerate() {
             let stream = 1 + 2 * i as u32;
             let message = prost::Message::encode_to_vec(&ask.to_vec());
+            let in_place_before = conn.answered_in_place;
             conn.recv(&client.request(stream, "/test.S/Echo", &message), now);
             hear(&mut conn, &mut client);
+            if ask == b"L" {
+                // Larger than a frame, within the windows: in place, in
+                // three DATA frames.
+                assert_eq!(conn.answered_in_place, in_place_before + 1);
+                assert_eq!(client.heard().data_frames, 3);
+            }
             if ask == b"B" {
                 // Held for the client's windows, then sent on.
                 assert_eq!(client.heard().status(stream), None);
@@ -2348,6 +2381,7 @@ mod tests {
             let expected = match ask {
                 b"E" | b"P" => vec![],
                 b"B" => vec![vec![b'B'; 100_000]],
+                b"L" => vec![vec![b'L'; 40_000]],
                 _ => vec![ask.to_vec()],
             };
             assert_eq!(replies, expected, "{ask:?}");
@@ -2367,6 +2401,217 @@ mod tests {
         // the first one following a change of the HPACK table went in
         // place.
         assert!(conn.answered_in_place >= 3, "{}", conn.answered_in_place);
+    }
+
+    /// Sends a unary `Echo` of `ask` on `stream` with the `extra` fields,
+    /// and returns what was heard; `in_place` says whether the answer was
+    /// written in place.
+    fn echo(
+        conn: &mut GrpcConnection,
+        client: &mut Client,
+        stream: u32,
+        ask: &[u8],
+        extra: &[(&str, &str)],
+    ) -> (pajamax_test_peer::Heard, bool) {
+        let before = conn.answered_in_place;
+        let message = prost::Message::encode_to_vec(&ask.to_vec());
+        let mut input = client
+            .request_headers(stream, "/test.S/Echo", extra, false)
+            .to_bytes();
+        let body = pajamax_test_peer::grpc::message(&message);
+        Frame::data(stream, &body, true).write(&mut input);
+        conn.recv(&input, Instant::now());
+        hear(conn, client);
+        (client.take_heard(), conn.answered_in_place > before)
+    }
+
+    /// The one reply on `stream`, decoded, with its status.
+    fn reply_on(heard: &pajamax_test_peer::Heard, stream: u32) -> (Option<&str>, Vec<Vec<u8>>) {
+        let replies = heard
+            .messages_on(stream)
+            .into_iter()
+            .map(|m| prost::Message::decode(m).unwrap())
+            .collect();
+        (heard.status(stream), replies)
+    }
+
+    #[test]
+    fn answers_begun_in_place_and_taken_back_go_the_general_way() {
+        // Each kind that must be taken back comes right after a plain
+        // answer that went in place: the kept blocks hold when it begins.
+        let mut router = Router::new();
+        router.add(Arc::new(Split));
+        let deny = |_: &crate::grpc::intercept::CallInfo<'_>, ctx: &mut Context<'_>| match ctx
+            .metadata()
+            .get("x-deny")
+        {
+            Some(_) => Err(Status::permission_denied("denied")),
+            None => Ok(()),
+        };
+        router.hooks_mut().interceptors.push(Arc::new(deny));
+        let mut conn = GrpcConnection::new(Arc::new(router), &GrpcConfig::default(), None);
+        let inbox = Inbox::new(|| {});
+        conn.set_inbox(inbox.clone(), 7);
+        let mut client = Client::new();
+        conn.recv(&Client::handshake(&[]), Instant::now());
+        hear(&mut conn, &mut client);
+        let mut stream = 1;
+        // Plain answers until one goes in place again.
+        let warm = |conn: &mut GrpcConnection, client: &mut Client, stream: &mut u32| {
+            for _ in 0..3 {
+                *stream += 2;
+                let (heard, in_place) = echo(conn, client, *stream, b"w", &[]);
+                assert_eq!(reply_on(&heard, *stream), (Some("0"), vec![b"w".to_vec()]));
+                if in_place {
+                    *stream += 2;
+                    return *stream;
+                }
+            }
+            panic!("no answer in place");
+        };
+
+        // An empty message, in place.
+        let s = warm(&mut conn, &mut client, &mut stream);
+        let (heard, in_place) = echo(&mut conn, &mut client, s, b"", &[]);
+        assert!(in_place);
+        assert_eq!(reply_on(&heard, s), (Some("0"), vec![vec![]]));
+
+        // Compression the handler asks for, the client accepting gzip.
+        let s = warm(&mut conn, &mut client, &mut stream);
+        let (heard, in_place) = echo(
+            &mut conn,
+            &mut client,
+            s,
+            b"Z",
+            &[("grpc-accept-encoding", "gzip")],
+        );
+        assert!(!in_place);
+        assert_eq!(heard.status(s), Some("0"));
+        let encoding = heard.blocks.iter().find_map(|b| b.value("grpc-encoding"));
+        assert_eq!(encoding.as_deref(), Some("gzip"), "compressed as asked");
+        let message = heard.messages_on(s)[0];
+        assert_eq!(&message[..2], &[0x1f, 0x8b], "a gzip member");
+
+        // An error after an answer was encoded: trailers only.
+        let s = warm(&mut conn, &mut client, &mut stream);
+        let (heard, in_place) = echo(&mut conn, &mut client, s, b"X", &[]);
+        assert!(!in_place);
+        assert_eq!(reply_on(&heard, s), (Some("3"), vec![]));
+        assert_eq!(heard.blocks.len(), 1);
+
+        // A call an interceptor turns away.
+        let s = warm(&mut conn, &mut client, &mut stream);
+        let (heard, in_place) = echo(&mut conn, &mut client, s, b"a", &[("x-deny", "1")]);
+        assert!(!in_place);
+        assert_eq!(reply_on(&heard, s), (Some("7"), vec![]));
+        assert_eq!(heard.blocks.len(), 1);
+
+        // A deferred call: nothing until its answer comes back, and then
+        // the answer given, not what the handler encoded.
+        let s = warm(&mut conn, &mut client, &mut stream);
+        let (heard, in_place) = echo(&mut conn, &mut client, s, b"D", &[]);
+        assert!(!in_place);
+        assert_eq!(heard.frames, 0, "{heard:?}");
+        assert_eq!(conn.open_calls(), 1);
+        let mut deliveries = Vec::new();
+        inbox.drain(&mut deliveries);
+        for delivery in deliveries {
+            conn.deliver(delivery);
+        }
+        conn.settle(Instant::now());
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        assert_eq!(reply_on(&heard, s), (Some("0"), vec![b"D!".to_vec()]));
+
+        // The kept headers hold but the kept trailers do not: an error with
+        // a status not sent before changes the table, and an answer with
+        // trailing metadata only keeps the headers again but not
+        // `grpc-status: 0`.
+        let s = warm(&mut conn, &mut client, &mut stream);
+        assert_eq!(
+            reply_on(&echo(&mut conn, &mut client, s, b"P", &[]).0, s).0,
+            Some("13")
+        );
+        stream += 2;
+        let s = stream;
+        let (heard, _) = echo(&mut conn, &mut client, s, b"T", &[]);
+        assert_eq!(reply_on(&heard, s), (Some("0"), vec![b"T".to_vec()]));
+        stream += 2;
+        let s = stream;
+        let (heard, in_place) = echo(&mut conn, &mut client, s, b"a", &[]);
+        assert!(!in_place, "the trailers' memo is stale");
+        assert_eq!(reply_on(&heard, s), (Some("0"), vec![b"a".to_vec()]));
+        assert_eq!(heard.blocks.len(), 2);
+        let s = s + 2;
+        let (heard, in_place) = echo(&mut conn, &mut client, s, b"b", &[]);
+        assert!(in_place);
+        assert_eq!(reply_on(&heard, s), (Some("0"), vec![b"b".to_vec()]));
+
+        // In one read, behind a PING's answer and answers in place: answers
+        // taken back leave what came before them as it was.
+        let asks: [&[u8]; 6] = [b"c", b"X", b"d", b"Z", b"e", b"f"];
+        let mut input = Frame::ping([9; 8]).to_bytes();
+        let first = s + 2;
+        for (i, ask) in asks.iter().enumerate() {
+            let stream = first + 2 * i as u32;
+            let message = prost::Message::encode_to_vec(&ask.to_vec());
+            let extra: &[(&str, &str)] = &[("grpc-accept-encoding", "gzip")];
+            Frame::headers(stream, &client.request_block("/test.S/Echo", extra), false)
+                .write(&mut input);
+            let body = pajamax_test_peer::grpc::message(&message);
+            Frame::data(stream, &body, true).write(&mut input);
+        }
+        let before = conn.answered_in_place;
+        conn.recv(&input, Instant::now());
+        assert!(conn.answered_in_place > before);
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        for (i, ask) in asks.iter().enumerate() {
+            let stream = first + 2 * i as u32;
+            match *ask {
+                b"X" => assert_eq!(reply_on(&heard, stream), (Some("3"), vec![])),
+                b"Z" => assert_eq!(heard.status(stream), Some("0")),
+                _ => assert_eq!(reply_on(&heard, stream), (Some("0"), vec![ask.to_vec()])),
+            }
+        }
+
+        assert_eq!(conn.open_calls(), 0);
+        assert_eq!(conn.h2().open_streams(), 0);
+    }
+
+    #[test]
+    fn answers_in_place_use_up_the_connection_window() {
+        let mut conn = connection();
+        let mut client = Client::new();
+        conn.recv(&Client::handshake(&[]), Instant::now());
+        hear(&mut conn, &mut client);
+        // Two small answers, then answers of 16,008 bytes in one frame each,
+        // every stream with a fresh window of 65,535: the fifth large one
+        // finds the connection's window used up.
+        let mut left = 65_535usize;
+        for (stream, ask) in [(1, &b"a"[..]), (3, b"b")] {
+            let (heard, _) = echo(&mut conn, &mut client, stream, ask, &[]);
+            assert_eq!(heard.status(stream), Some("0"));
+            left -= heard.data_bytes;
+        }
+        for stream in [5, 7, 9, 11] {
+            let (heard, in_place) = echo(&mut conn, &mut client, stream, b"H", &[]);
+            assert!(in_place);
+            assert_eq!(heard.status(stream), Some("0"));
+            left -= heard.data_bytes;
+        }
+        assert!(left < 16_000, "{left}");
+        let (heard, in_place) = echo(&mut conn, &mut client, 13, b"H", &[]);
+        assert!(!in_place);
+        assert_eq!(heard.status(13), None, "held for the connection's window");
+        assert_eq!(
+            heard.data_bytes, left,
+            "what the connection's window lets out"
+        );
+        conn.recv(&Frame::window_update(0, 1 << 20).to_bytes(), Instant::now());
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        assert_eq!(heard.status(13), Some("0"));
     }
 
     #[test]

@@ -890,10 +890,8 @@ impl Connection {
     /// straight into the output ([`Connection::answer_body`]), so it is not
     /// copied there: the kept `headers` block goes first, and the body
     /// starts with `body_room` zero bytes for the caller to fill (at most
-    /// 8).
-    /// `None`, with
-    /// nothing written, if the stream is gone, its headers were sent or the
-    /// memo does not hold: then the answer goes the way of
+    /// 8). `None`, with nothing written, if the stream is gone, its headers
+    /// were sent or the memo does not hold: then the answer goes the way of
     /// [`Connection::send_answer`]. An answer begun is either finished or
     /// taken back before anything else is sent.
     pub(crate) fn begin_answer(
@@ -928,9 +926,10 @@ impl Connection {
     }
 
     /// Sends the answer begun, with the kept `trailers` block closing the
-    /// stream, when the client's windows take its whole body in one DATA
-    /// frame. Otherwise nothing more is written and the answer comes back
-    /// to be taken back ([`Connection::take_back_answer`]).
+    /// stream, when the client's windows take its whole body (in as many
+    /// DATA frames as the peer's frame size asks). Otherwise nothing more
+    /// is written and the answer comes back to be taken back
+    /// ([`Connection::take_back_answer`]).
     pub(crate) fn finish_answer(
         &mut self,
         answer: InPlaceAnswer,
@@ -938,7 +937,7 @@ impl Connection {
     ) -> Result<(), InPlaceAnswer> {
         let stream = answer.stream;
         let len = self.output.buf().len() - answer.body;
-        if len == 0 || len > answer.room || !self.output.end_answer(stream, answer.body, trailers) {
+        if len > answer.room || !self.output.end_answer(stream, answer.body, trailers) {
             return Err(answer);
         }
         // The stream's own window goes with the stream.

@@ -3,6 +3,7 @@
 
 use crate::h2::frame::{self, flag, kind};
 use crate::h2::hpack::{Encoder, Indexing};
+use crate::h2::send_flow;
 
 /// A header field to send.
 #[derive(Debug, Clone, Copy)]
@@ -270,16 +271,22 @@ impl Output {
     }
 
     /// Ends an answer begun with [`Output::begin_answer`], whose body
-    /// starts at `body`: the DATA frame's header, then the kept `trailers`
-    /// frame ending the stream. Returns `false`, having changed nothing,
-    /// when the memo does not hold or the body does not fit one frame.
+    /// starts at `body`: the DATA frame's header (the body split into more
+    /// DATA frames, moved in place, if it is larger than the peer's
+    /// frames), then the kept `trailers` frame ending the stream. Returns
+    /// `false`, having changed nothing, when the memo does not hold.
     pub(crate) fn end_answer(&mut self, stream: u32, body: usize, trailers: &BlockMemo) -> bool {
-        let len = self.buf.len() - body;
-        if len > self.max_frame || !trailers.holds(self.encoder.state(), self.max_frame) {
+        if !trailers.holds(self.encoder.state(), self.max_frame) {
             return false;
         }
-        let len = (len as u32).to_be_bytes();
-        self.buf[body - frame::HEADER_LEN..body - frame::HEADER_LEN + 3].copy_from_slice(&len[1..]);
+        let len = self.buf.len() - body;
+        let header_at = body - frame::HEADER_LEN;
+        if len <= self.max_frame {
+            let len = (len as u32).to_be_bytes();
+            self.buf[header_at..header_at + 3].copy_from_slice(&len[1..]);
+        } else {
+            send_flow::frame_in_place(&mut self.buf, header_at, stream, self.max_frame);
+        }
         trailers.copy_to(&mut self.buf, stream, true);
         true
     }
@@ -513,13 +520,46 @@ mod tests {
         out.take_back(at - frame::HEADER_LEN - head.frame.len(), at, &mut back);
         assert_eq!(out.pending(), b"before");
         assert_eq!(back, b"\0\0\0\0\0xyz");
-        // A body larger than the peer's frames: not ended, nothing changed.
+        // A body larger than the peer's frames: split into DATA frames in
+        // place, the trailers after them.
         out.advance(out.pending().len());
         let at = out.begin_answer(9, &head, 0).unwrap();
-        out.buf().extend_from_slice(&[7; 100]);
+        let body: Vec<u8> = (0..100).collect();
+        out.buf().extend_from_slice(&body);
         out.set_max_frame(64);
+        assert!(out.end_answer(9, at, &tail));
+        let sent = out.pending().to_vec();
+        let mut frames = Vec::new();
+        let mut rest = &sent[..];
+        while let Some(head) = frame::FrameHeader::parse(rest) {
+            let end = frame::HEADER_LEN + head.len as usize;
+            frames.push((
+                head.kind,
+                head.flags,
+                head.stream,
+                rest[frame::HEADER_LEN..end].to_vec(),
+            ));
+            rest = &rest[end..];
+        }
+        assert!(rest.is_empty());
+        let kinds: Vec<u8> = frames.iter().map(|f| f.0).collect();
+        assert_eq!(
+            kinds,
+            [kind::HEADERS, kind::DATA, kind::DATA, kind::HEADERS]
+        );
+        assert!(frames.iter().all(|f| f.2 == 9));
+        assert_eq!(frames[1].3, &body[..64]);
+        assert_eq!(frames[2].3, &body[64..]);
+        assert_eq!((frames[1].1, frames[2].1), (0, 0));
+        assert_eq!(frames[3].1, flag::END_STREAM | flag::END_HEADERS);
+        // A trailers block that no longer holds: not ended, nothing changed.
+        out.advance(sent.len());
+        out.set_max_frame(16_384);
+        let at = out.begin_answer(11, &head, 0).unwrap();
+        out.buf().extend_from_slice(b"abc");
+        tail.state = None;
         let before = out.pending().to_vec();
-        assert!(!out.end_answer(9, at, &tail));
+        assert!(!out.end_answer(11, at, &tail));
         assert_eq!(out.pending(), &before[..]);
     }
 

@@ -14,7 +14,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -126,6 +126,8 @@ pub(crate) struct Worker {
     /// generation). Stale entries are skipped when they come up.
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
     counted: Counted,
+    /// The peaks of `counted` last published (its counters stay 0: they
+    /// are stored every turn).
     published: Counted,
     shutting_down_since: Option<Instant>,
     /// The shutdown's grace period was cut short.
@@ -272,39 +274,30 @@ impl Worker {
     /// Makes the counters seen by [`ServerHandle::stats`](crate::ServerHandle::stats).
     #[inline]
     fn publish(&mut self) {
-        let counted = self.counted;
-        let published = &mut self.published;
+        let counted = &self.counted;
+        // This worker's own line: stored each turn, without comparing.
         let shared = &self.shared.counters[self.index];
-        if counted.answered != published.answered {
-            shared.answered.store(counted.answered, Ordering::Relaxed);
-        }
-        if counted.reads != published.reads {
-            shared.reads.store(counted.reads, Ordering::Relaxed);
-        }
-        if counted.writes != published.writes {
-            shared.writes.store(counted.writes, Ordering::Relaxed);
-        }
+        shared.answered.store(counted.answered, Ordering::Relaxed);
+        shared.reads.store(counted.reads, Ordering::Relaxed);
+        shared.writes.store(counted.writes, Ordering::Relaxed);
         // Peaks shared by all workers: written only when this one's rose.
-        let all = &self.shared;
-        for (mine, before, global) in [
-            (counted.peak_output, published.peak_output, &all.peak_output),
-            (counted.peak_held, published.peak_held, &all.peak_held),
-            (
-                counted.peak_buffered,
-                published.peak_buffered,
-                &all.peak_buffered,
-            ),
-            (
-                counted.peak_streams,
-                published.peak_streams,
-                &all.peak_streams,
-            ),
-        ] {
-            if mine > before {
-                global.fetch_max(mine, Ordering::Relaxed);
-            }
-        }
-        *published = counted;
+        let (all, published) = (&self.shared, &mut self.published);
+        raise(
+            &all.peak_output,
+            counted.peak_output,
+            &mut published.peak_output,
+        );
+        raise(&all.peak_held, counted.peak_held, &mut published.peak_held);
+        raise(
+            &all.peak_buffered,
+            counted.peak_buffered,
+            &mut published.peak_buffered,
+        );
+        raise(
+            &all.peak_streams,
+            counted.peak_streams,
+            &mut published.peak_streams,
+        );
     }
 
     fn take_new_connections(&mut self, now: Instant) {
@@ -728,6 +721,16 @@ fn produce_more(
         again.push(slot);
     }
     Ok(())
+}
+
+/// Raises a peak shared by all workers to this worker's, `mine`, if it
+/// rose above what was `published` before.
+#[inline(always)]
+fn raise(global: &AtomicUsize, mine: usize, published: &mut usize) {
+    if mine > *published {
+        global.fetch_max(mine, Ordering::Relaxed);
+        *published = mine;
+    }
 }
 
 /// Folds what the connection holds now into the server's high-water marks.

@@ -2184,6 +2184,15 @@ mod tests {
         client.receive(&out).unwrap();
     }
 
+    /// The HEADERS of an `Echo` with `x-tag: !` on each of `streams`, with
+    /// no body yet.
+    fn tagged_heads(client: &mut Client, streams: &[u32], input: &mut Vec<u8>) {
+        for &stream in streams {
+            let block = client.request_block("/test.S/Echo", &[("x-tag", "!")]);
+            Frame::headers(stream, &block, false).write(input);
+        }
+    }
+
     /// Each stream's whole request body: one message, the stream's number
     /// as a byte.
     fn own_number_bodies(streams: &[u32]) -> Vec<u8> {
@@ -2206,14 +2215,7 @@ mod tests {
         // them, and the ones after repeat the second: those calls wait as
         // their shared head.
         let streams = [1, 3, 5, 7, 9];
-        for stream in streams {
-            Frame::headers(
-                stream,
-                &client.request_block("/test.S/Echo", &[("x-tag", "!")]),
-                false,
-            )
-            .write(&mut input);
-        }
+        tagged_heads(&mut client, &streams, &mut input);
         conn.recv(&input, now);
         assert_eq!(conn.open_calls(), 5);
         assert!(conn.waiting.len() >= 3, "{}", conn.waiting.len());
@@ -2241,14 +2243,7 @@ mod tests {
         let now = Instant::now();
         let mut input = Client::handshake(&[]);
         let streams = [1, 3, 5, 7, 9, 11];
-        for stream in streams {
-            Frame::headers(
-                stream,
-                &client.request_block("/test.S/Echo", &[("x-tag", "!")]),
-                false,
-            )
-            .write(&mut input);
-        }
+        tagged_heads(&mut client, &streams, &mut input);
         // Bodies after every head, in another order for some, and stream
         // 11's in two DATA frames.
         input.extend(own_number_bodies(&[1, 3, 7, 5, 9]));
@@ -2263,12 +2258,8 @@ mod tests {
         // where they looked, and 11's first DATA does not end it.
         assert_eq!(conn.waits, 3);
         hear(&mut conn, &mut client);
-        let heard = client.take_heard();
-        for stream in streams {
-            assert_eq!(heard.status(stream), Some("0"), "stream {stream}");
-            let reply: Vec<u8> = prost::Message::decode(heard.messages_on(stream)[0]).unwrap();
-            assert_eq!(reply, [stream as u8, b'!'], "stream {stream}'s own body");
-        }
+        let expected: Vec<(u32, &str)> = streams.iter().map(|&s| (s, "0")).collect();
+        assert_own_replies(&client.take_heard(), &expected);
     }
 
     #[test]
@@ -2324,11 +2315,17 @@ mod tests {
             (11, "0"),
             (13, "13"),
         ];
-        for (stream, status) in expected {
+        assert_own_replies(&heard, &expected);
+    }
+
+    /// Each `(stream, grpc-status)` was heard, and each call that ended
+    /// OK answered with its own body: the stream's number, then `!`.
+    fn assert_own_replies(heard: &pajamax_test_peer::Heard, expected: &[(u32, &str)]) {
+        for &(stream, status) in expected {
             assert_eq!(heard.status(stream), Some(status), "stream {stream}");
             if status == "0" {
                 let reply: Vec<u8> = prost::Message::decode(heard.messages_on(stream)[0]).unwrap();
-                assert_eq!(reply, [stream as u8, b'!'], "stream {stream}");
+                assert_eq!(reply, [stream as u8, b'!'], "stream {stream}'s own body");
             }
         }
     }

@@ -448,13 +448,18 @@ mod tests {
         assert_eq!(c.pending().len(), (20 << 10) + (500 << 10));
     }
 
-    #[test]
-    fn an_answer_from_memos_is_the_same_bytes_as_its_three_parts() {
+    /// The headers and trailers of a steady-state gRPC answer.
+    fn answer_fields() -> ([Field<'static>; 2], [Field<'static>; 1]) {
         let headers = [
             Field::indexed(b":status", b"200"),
             Field::indexed(b"content-type", b"application/grpc"),
         ];
-        let trailers = [Field::indexed(b"grpc-status", b"0")];
+        (headers, [Field::indexed(b"grpc-status", b"0")])
+    }
+
+    #[test]
+    fn an_answer_from_memos_is_the_same_bytes_as_its_three_parts() {
+        let (headers, trailers) = answer_fields();
         let (mut head, mut tail) = (BlockMemo::default(), BlockMemo::default());
         let mut out = Output::new();
         // No memo yet: nothing written.
@@ -487,11 +492,7 @@ mod tests {
 
     #[test]
     fn an_answer_written_in_place_is_the_same_bytes_as_from_memos() {
-        let headers = [
-            Field::indexed(b":status", b"200"),
-            Field::indexed(b"content-type", b"application/grpc"),
-        ];
-        let trailers = [Field::indexed(b"grpc-status", b"0")];
+        let (headers, trailers) = answer_fields();
         let (mut head, mut tail) = (BlockMemo::default(), BlockMemo::default());
         let mut out = Output::new();
         assert_eq!(out.begin_answer(1, &head, 5), None);

@@ -153,9 +153,9 @@ struct CallEnv {
     peer: Option<SocketAddr>,
     /// Over TLS, the certificates the client presented.
     peer_identity: PeerIdentity,
-    /// Where answers from other threads come back, and this connection's
+    /// Where answers from other threads come back, with this connection's
     /// id there.
-    inbox: Option<(Arc<Inbox>, u64)>,
+    answer_to: Option<AnswerTo>,
     /// Answer bytes a thread's sink may have on their way.
     credit: usize,
     /// Request bytes that may wait for a thread.
@@ -197,14 +197,8 @@ impl CallEnv {
         remote: bool,
         compressed: bool,
     ) -> Context<'a> {
-        let answer_to = match &self.inbox {
-            Some((inbox, connection)) if remote => Some(AnswerTo {
-                inbox,
-                connection: *connection,
-                stream,
-                credit: self.credit,
-                incoming_limit: self.incoming_limit,
-            }),
+        let answer_to = match &self.answer_to {
+            Some(to) if remote => Some((to, stream)),
             _ => None,
         };
         Context::for_call(
@@ -317,7 +311,7 @@ impl GrpcConnection {
             env: CallEnv {
                 peer,
                 peer_identity: PeerIdentity::default(),
-                inbox: None,
+                answer_to: None,
                 credit: config.h2.stream_send_buffer.max(1),
                 incoming_limit: (config.h2.initial_stream_window as usize).max(1),
             },
@@ -365,7 +359,12 @@ impl GrpcConnection {
     /// `inbox` tagged with `connection`, and are given to
     /// [`GrpcConnection::deliver`].
     pub fn set_inbox(&mut self, inbox: Arc<Inbox>, connection: u64) {
-        self.env.inbox = Some((inbox, connection));
+        self.env.answer_to = Some(AnswerTo {
+            inbox,
+            connection,
+            credit: self.env.credit,
+            incoming_limit: self.env.incoming_limit,
+        });
     }
 
     // ----- getters -----

@@ -18,7 +18,9 @@ pub struct Context<'a> {
     deadline: Option<Instant>,
     peer: Option<SocketAddr>,
     response: &'a mut ResponseMetadata,
-    answer_to: Option<AnswerTo<'a>>,
+    /// Where the call's parts go back to if it goes to another thread,
+    /// with its stream.
+    answer_to: Option<(&'a AnswerTo, u32)>,
     /// The call's state shared with another thread, once it was sent
     /// there.
     remote: Option<Arc<Shared>>,
@@ -45,12 +47,11 @@ static NO_IDENTITY: PeerIdentity = PeerIdentity {
     certificates: None,
 };
 
-/// Where the parts of a call served on another thread go back to.
-#[derive(Clone, Copy)]
-pub(crate) struct AnswerTo<'a> {
-    pub inbox: &'a Arc<Inbox>,
+/// Where the parts of a connection's calls served on other threads go
+/// back to.
+pub(crate) struct AnswerTo {
+    pub inbox: Arc<Inbox>,
     pub connection: u64,
-    pub stream: u32,
     /// Answer bytes a sink may have on their way.
     pub credit: usize,
     /// Request bytes that may wait for the thread.
@@ -124,7 +125,7 @@ impl<'a> Context<'a> {
         peer: Option<SocketAddr>,
         identity: &'a PeerIdentity,
         response: &'a mut ResponseMetadata,
-        answer_to: Option<AnswerTo<'a>>,
+        answer_to: Option<(&'a AnswerTo, u32)>,
         request_compressed: bool,
     ) -> Context<'a> {
         Context {
@@ -188,12 +189,12 @@ impl<'a> Context<'a> {
     /// Sends the call to another thread: the state it shares with its
     /// worker, or `None` where it cannot go.
     pub(crate) fn open_remote(&mut self) -> Option<Arc<Shared>> {
-        let to = self.answer_to?;
+        let (to, stream) = self.answer_to?;
         let shared = Shared::new(
             Target {
                 inbox: to.inbox.clone(),
                 connection: to.connection,
-                stream: to.stream,
+                stream,
                 credit: to.credit,
                 incoming_limit: to.incoming_limit,
             },

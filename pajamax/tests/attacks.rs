@@ -315,3 +315,36 @@ async fn peer_that_never_reads() {
     drop(writer);
     stop(server).await;
 }
+
+/// Clients that send a request and close their sending half at once (the
+/// FIN arriving with the bytes before it) are answered and let go: the end
+/// of their input is not missed, so their connections are not held until
+/// an idle timeout that is off by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_close_right_after_their_request_are_let_go() {
+    let server = server(pajamax::Server::builder());
+    let addr = server.local_addr();
+    for round in 0..20 {
+        let heard = blocking(move || {
+            let mut peer = RawPeer::connect(addr);
+            let mut bytes = pajamax_test_peer::frame::handshake(&[]);
+            bytes.extend(peer.request(1, "/test.Probe/Echo", &echo_request(10)));
+            peer.send(&bytes);
+            peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+            peer.listen(Duration::from_secs(5), |h| h.closed)
+        })
+        .await;
+        assert_eq!(heard.statuses, [(1, "0".to_string())], "round {round}");
+        assert!(
+            heard.closed,
+            "round {round}: the connection was kept: {heard:?}"
+        );
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while server.stats().connections > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.stats().connections, 0);
+    good_client_is_served(&server).await;
+    stop(server).await;
+}

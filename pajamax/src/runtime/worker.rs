@@ -61,6 +61,9 @@ struct Conn {
     last_active: Instant,
     opened: Instant,
     read_paused: bool,
+    /// The peer closed its sending half (readiness said so): reads go on
+    /// to the end of the input.
+    read_closed: bool,
     /// Whether a connection error has been counted in the stats.
     error_counted: bool,
     /// When the write side was shut down after the final GOAWAY.
@@ -237,6 +240,9 @@ impl Worker {
                         let slot = t - 1;
                         // Served now: not again in this turn.
                         due.strike(slot);
+                        if event.is_read_closed() {
+                            self.peer_closed(slot);
+                        }
                         self.on_ready(slot, now);
                     }
                 }
@@ -348,6 +354,7 @@ impl Worker {
             last_active: now,
             opened: now,
             read_paused: false,
+            read_closed: false,
             error_counted: new.reject,
             lingering_since: None,
             timer: None,
@@ -356,6 +363,15 @@ impl Worker {
         });
         self.again.push(slot);
         Ok(())
+    }
+
+    /// Notes that the peer of the connection in `slot` closed its sending
+    /// half: its reads go on to the end, past a short one.
+    #[cold]
+    fn peer_closed(&mut self, slot: usize) {
+        if let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) {
+            conn.read_closed = true;
+        }
     }
 
     fn on_ready(&mut self, slot: usize, now: Instant) {
@@ -622,10 +638,13 @@ fn serve(
             Ok(used) => keep_input(conn, &buf[used..filled]),
             Err(_) => return Outcome::Closed,
         }
-        if drained {
+        if drained && !conn.read_closed {
             // A short read emptied the socket. With edge-triggered
             // readiness, bytes that arrive from now on raise a new event,
-            // so the read that would only say WouldBlock is saved.
+            // so the read that would only say WouldBlock is saved. Not once
+            // the peer has closed: its FIN may have come with the bytes
+            // just read, and raises no event of its own after them; the
+            // next read finds the end.
             break;
         }
         if reads == READS_PER_TURN {

@@ -222,7 +222,6 @@ for kind in "${KINDS[@]}"; do
 done
 
 OUT="$(mktemp -d)"
-SERVER_PID=""
 cleanup() {
 	local status=$?
 	stop_server
@@ -293,14 +292,6 @@ start_server() {
 		BASE_TASKS=$tasks
 	done
 	BASE_FDS=$(count_fds)
-}
-
-stop_server() {
-	if [[ -n $SERVER_PID ]]; then
-		kill "$SERVER_PID" 2>/dev/null || true
-		wait "$SERVER_PID" 2>/dev/null || true
-		SERVER_PID=""
-	fi
 }
 
 # Sockets only: valgrind opens and closes files of its own (dumps, the

@@ -37,6 +37,8 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$HERE"
+# shellcheck source=scripts/lib.sh
+source "$HERE/../scripts/lib.sh"
 
 SWEEP=false
 CLIENT=ghz
@@ -177,14 +179,6 @@ fi
 
 # ----- one run -----
 
-SERVER_PID=""
-stop_server() {
-	if [[ -n $SERVER_PID ]]; then
-		kill "$SERVER_PID" 2>/dev/null || true
-		wait "$SERVER_PID" 2>/dev/null || true
-		SERVER_PID=""
-	fi
-}
 trap stop_server EXIT
 
 wait_on_tcp50051() {

@@ -233,6 +233,17 @@ stop_pids() {
     done
 }
 
+# Stops the one server a bench script runs at a time, SERVER_PID (started
+# by the script), and waits for it; nothing if none runs.
+SERVER_PID=""
+stop_server() {
+    if [[ -n $SERVER_PID ]]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+        SERVER_PID=""
+    fi
+}
+
 # Makes a temporary directory, work, and an empty list of started
 # processes, pids; on exit, stops those processes and removes work.
 use_work_dir() {

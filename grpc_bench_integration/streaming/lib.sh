@@ -1,10 +1,20 @@
-# What run.sh and cost.sh share: their arguments, the build, the port, the
-# server's start and stop. Sourced, with HERE set to this folder; brings in
-# the repository's scripts/lib.sh (require, wait_ready, strace_*).
+# What run.sh and cost.sh share: their arguments, the load's parameters,
+# the build, the port, the server's start and stop. Sourced, with HERE set
+# to this folder; brings in the repository's scripts/lib.sh (require,
+# wait_ready, strace_*, stop_server).
 # shellcheck shell=bash
 
 # shellcheck source=scripts/lib.sh
 source "$HERE/../../scripts/lib.sh"
+
+# The items each Subscribe call sends, their payload size, the items an
+# Echo stream keeps in flight; the port; the servers compared.
+STREAM_COUNT=${STREAM_COUNT:-10000}
+STREAM_SIZE=${STREAM_SIZE:-32}
+STREAM_WINDOW=${STREAM_WINDOW:-16}
+export STREAMING_BENCH_PORT=${STREAMING_BENCH_PORT:-50061}
+# shellcheck disable=SC2034 # used by the scripts that source this file
+SERVERS=(pajamax tonic)
 
 # parse_args SCRIPT ARG...: BUILD (false with --no-build) and CELLS (the
 # MODE:C:S given, or the seven default cells); --help prints the SCRIPT's
@@ -76,12 +86,4 @@ start_server() {
 	wait_ready "$SERVER_PID" "$STREAMING_BENCH_PORT"
 }
 
-SERVER_PID=""
-stop_server() {
-	if [[ -n $SERVER_PID ]]; then
-		kill "$SERVER_PID" 2>/dev/null || true
-		wait "$SERVER_PID" 2>/dev/null || true
-		SERVER_PID=""
-	fi
-}
 trap stop_server EXIT

@@ -98,16 +98,6 @@ enum Running {
     Light(Waiting),
 }
 
-impl Running {
-    /// Whether the client takes gzip-compressed answers.
-    fn accepts_gzip(&self) -> bool {
-        match self {
-            Running::Boxed(call) => call.accept_gzip,
-            Running::Light(waiting) => waiting.head.accept_gzip,
-        }
-    }
-}
-
 /// The most boxes of finished calls a connection keeps for the next ones:
 /// enough for the calls that need a box at once (streams, and requests
 /// whose header block is new), not for every stream a burst opened.
@@ -153,13 +143,8 @@ struct CallEnv {
     peer: Option<SocketAddr>,
     /// Over TLS, the certificates the client presented.
     peer_identity: PeerIdentity,
-    /// Where answers from other threads come back, with this connection's
-    /// id there.
-    answer_to: Option<AnswerTo>,
-    /// Answer bytes a thread's sink may have on their way.
-    credit: usize,
-    /// Request bytes that may wait for a thread.
-    incoming_limit: usize,
+    /// Where answers from other threads come back.
+    answer_to: AnswerTo,
 }
 
 impl CallEnv {
@@ -197,10 +182,8 @@ impl CallEnv {
         remote: bool,
         compressed: bool,
     ) -> Context<'a> {
-        let answer_to = match &self.answer_to {
-            Some(to) if remote => Some((to, stream)),
-            _ => None,
-        };
+        let answer_to =
+            (remote && self.answer_to.inbox.is_some()).then_some((&self.answer_to, stream));
         Context::for_call(
             metadata,
             deadline,
@@ -311,9 +294,11 @@ impl GrpcConnection {
             env: CallEnv {
                 peer,
                 peer_identity: PeerIdentity::default(),
-                answer_to: None,
-                credit: config.h2.stream_send_buffer.max(1),
-                incoming_limit: (config.h2.initial_stream_window as usize).max(1),
+                answer_to: AnswerTo {
+                    inbox: None,
+                    credit: config.h2.stream_send_buffer.max(1),
+                    incoming_limit: (config.h2.initial_stream_window as usize).max(1),
+                },
             },
             epoch: Instant::now(),
             calls: StreamMap::default(),
@@ -359,12 +344,7 @@ impl GrpcConnection {
     /// `inbox` tagged with `connection`, and are given to
     /// [`GrpcConnection::deliver`].
     pub fn set_inbox(&mut self, inbox: Arc<Inbox>, connection: u64) {
-        self.env.answer_to = Some(AnswerTo {
-            inbox,
-            connection,
-            credit: self.env.credit,
-            incoming_limit: self.env.incoming_limit,
-        });
+        self.env.answer_to.inbox = Some((inbox, connection));
     }
 
     // ----- getters -----
@@ -923,23 +903,6 @@ impl GrpcConnection {
         now: Instant,
     ) {
         self.response_metadata.clear();
-        // While the kept blocks hold, the message is encoded straight into
-        // the output behind its HEADERS frame instead of being copied there.
-        // Not for answers that are compressed unless the handler says
-        // otherwise: they would be taken back every time.
-        let in_place = if self.observing || (self.send_compressed && running.accepts_gzip()) {
-            None
-        } else {
-            self.h2
-                .begin_answer(stream, &self.memos.headers, PREFIX_LEN)
-        };
-        let reply = if in_place.is_some() {
-            self.h2.answer_body()
-        } else {
-            self.reply.clear();
-            self.reply.extend_from_slice(&[0; PREFIX_LEN]);
-            &mut self.reply
-        };
         let service = self.router.service(route.service);
         let (metadata, deadline, compressed, accept_gzip) = match &running {
             Running::Boxed(call) => (
@@ -954,6 +917,23 @@ impl GrpcConnection {
                 false,
                 waiting.head.accept_gzip,
             ),
+        };
+        // While the kept blocks hold, the message is encoded straight into
+        // the output behind its HEADERS frame instead of being copied there.
+        // Not for answers that are compressed unless the handler says
+        // otherwise: they would be taken back every time.
+        let in_place = if self.observing || (self.send_compressed && accept_gzip) {
+            None
+        } else {
+            self.h2
+                .begin_answer(stream, &self.memos.headers, PREFIX_LEN)
+        };
+        let reply = if in_place.is_some() {
+            self.h2.answer_body()
+        } else {
+            self.reply.clear();
+            self.reply.extend_from_slice(&[0; PREFIX_LEN]);
+            &mut self.reply
         };
         let mut ctx = self.env.context(
             stream,
@@ -976,13 +956,13 @@ impl GrpcConnection {
         let compress = accept_gzip && ctx.compression_choice().unwrap_or(self.send_compressed);
         let remote = ctx.take_remote();
         if let Some(answer) = in_place {
-            let plain = matches!(outcome, Ok(Ok(())))
-                && remote.is_none()
-                && !compress
-                && self.response_metadata.is_empty();
-            let answer = match plain {
-                true => self.h2.finish_answer(answer, &self.memos.ok_trailers),
-                false => Err(answer),
+            // An answer to send, not a status or a deferral.
+            let answer_due = matches!(outcome, Ok(Ok(()))) && remote.is_none();
+            let plain = answer_due && !compress && self.response_metadata.is_empty();
+            let answer = if plain {
+                self.h2.finish_answer(answer, &self.memos.ok_trailers)
+            } else {
+                Err(answer)
             };
             match answer {
                 Ok(()) => {
@@ -996,8 +976,10 @@ impl GrpcConnection {
                     }
                     return;
                 }
-                // Anything else goes the general way, from `self.reply`.
-                Err(answer) => self.h2.take_back_answer(answer, &mut self.reply),
+                // An answer that did not go goes the general way, from
+                // `self.reply`; what else was written is dropped.
+                Err(answer) if answer_due => self.h2.take_back_answer(answer, &mut self.reply),
+                Err(answer) => self.h2.drop_answer(answer),
             }
         }
         if let Some(shared) = remote {

@@ -48,10 +48,11 @@ static NO_IDENTITY: PeerIdentity = PeerIdentity {
 };
 
 /// Where the parts of a connection's calls served on other threads go
-/// back to.
+/// back to, and how much may be on the way.
 pub(crate) struct AnswerTo {
-    pub inbox: Arc<Inbox>,
-    pub connection: u64,
+    /// The worker's inbox and the connection's id there; `None` for a
+    /// connection served without one (no call leaves it).
+    pub inbox: Option<(Arc<Inbox>, u64)>,
     /// Answer bytes a sink may have on their way.
     pub credit: usize,
     /// Request bytes that may wait for the thread.
@@ -190,10 +191,11 @@ impl<'a> Context<'a> {
     /// worker, or `None` where it cannot go.
     pub(crate) fn open_remote(&mut self) -> Option<Arc<Shared>> {
         let (to, stream) = self.answer_to?;
+        let (inbox, connection) = to.inbox.as_ref()?;
         let shared = Shared::new(
             Target {
-                inbox: to.inbox.clone(),
-                connection: to.connection,
+                inbox: inbox.clone(),
+                connection: *connection,
                 stream,
                 credit: to.credit,
                 incoming_limit: to.incoming_limit,

@@ -839,10 +839,7 @@ impl Connection {
         if state.send != SendHalf::Idle {
             return;
         }
-        let room = state
-            .send_window
-            .available()
-            .min(self.send_flow.window.available());
+        let room = self.send_flow.room(state);
         if data.len() > room || data.is_empty() {
             // Some of it waits for the windows: the general way.
             self.send_headers_memo(stream, headers.0, headers.1, false);
@@ -853,7 +850,7 @@ impl Connection {
             .output
             .answer_from_memos(stream, headers.0, data, trailers.0)
         {
-            state.send_window.consume(data.len());
+            // The stream's own window goes with the stream.
             self.send_flow.window.consume(data.len());
         } else {
             self.output
@@ -905,10 +902,7 @@ impl Connection {
             return None;
         }
         // Nothing the peer sends is read before the answer is finished.
-        let room = state
-            .send_window
-            .available()
-            .min(self.send_flow.window.available());
+        let room = self.send_flow.room(state);
         let start = self.output.buf().len();
         let body = self.output.begin_answer(stream, headers, body_room)?;
         Some(InPlaceAnswer {
@@ -950,6 +944,11 @@ impl Connection {
     /// the body written moves to `back` (replacing what it held).
     pub(crate) fn take_back_answer(&mut self, answer: InPlaceAnswer, back: &mut Vec<u8>) {
         self.output.take_back(answer.start, answer.body, back);
+    }
+
+    /// Takes back the answer begun, and drops what was written of it.
+    pub(crate) fn drop_answer(&mut self, answer: InPlaceAnswer) {
+        self.output.buf().truncate(answer.start);
     }
 
     /// As [`Connection::send_data`] without END_STREAM, for body bytes that

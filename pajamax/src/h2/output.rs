@@ -60,7 +60,7 @@ const SHORT_FRAME: usize = 32;
 
 /// The most body bytes [`Output::begin_answer`] writes with an answer's
 /// frames.
-pub(crate) const MAX_BODY_ROOM: usize = 8;
+const MAX_BODY_ROOM: usize = 8;
 
 impl BlockMemo {
     /// Whether the kept frame may be written again: the encoder is in the
@@ -86,19 +86,33 @@ impl BlockMemo {
     #[inline(always)]
     fn copy_to(&self, buf: &mut Vec<u8>, stream: u32, end_stream: bool) {
         let at = buf.len();
-        let end_flag = if end_stream { flag::END_STREAM } else { 0 };
         if self.frame.len() <= SHORT_FRAME {
-            let mut short = self.short;
-            short[4] = end_flag | flag::END_HEADERS;
-            short[5..9].copy_from_slice(&stream.to_be_bytes());
-            buf.extend_from_slice(&short);
+            buf.extend_from_slice(&self.short_on(stream, end_stream));
             buf.truncate(at + self.frame.len());
             return;
         }
         buf.extend_from_slice(&self.frame);
-        buf[at + 4] = end_flag | flag::END_HEADERS;
+        buf[at + 4] = flags(end_stream);
         buf[at + 5..at + 9].copy_from_slice(&stream.to_be_bytes());
     }
+
+    /// The short kept frame, padded, set for `stream` (see
+    /// [`BlockMemo::copy_to`]).
+    #[inline(always)]
+    fn short_on(&self, stream: u32, end_stream: bool) -> [u8; SHORT_FRAME] {
+        let mut short = self.short;
+        short[4] = flags(end_stream);
+        short[5..9].copy_from_slice(&stream.to_be_bytes());
+        short
+    }
+}
+
+/// The flags of a kept HEADERS frame: END_HEADERS, and END_STREAM with
+/// `end_stream`.
+#[inline(always)]
+fn flags(end_stream: bool) -> u8 {
+    let end_flag = if end_stream { flag::END_STREAM } else { 0 };
+    end_flag | flag::END_HEADERS
 }
 
 /// The most room an empty output keeps between turns
@@ -256,13 +270,10 @@ impl Output {
             return None;
         }
         let mut bytes = [0; SHORT_FRAME + frame::HEADER_LEN + MAX_BODY_ROOM];
-        bytes[..SHORT_FRAME].copy_from_slice(&headers.short);
-        let stream_bytes = stream.to_be_bytes();
-        bytes[4] = flag::END_HEADERS;
-        bytes[5..9].copy_from_slice(&stream_bytes);
+        bytes[..SHORT_FRAME].copy_from_slice(&headers.short_on(stream, false));
         // The DATA frame's length is set when the answer ends.
         bytes[len + 3] = kind::DATA;
-        bytes[len + 5..len + 9].copy_from_slice(&stream_bytes);
+        bytes[len + 5..len + 9].copy_from_slice(&stream.to_be_bytes());
         let at = self.buf.len();
         self.buf.extend_from_slice(&bytes);
         let body = at + len + frame::HEADER_LEN;

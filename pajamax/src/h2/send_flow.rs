@@ -124,6 +124,13 @@ impl SendFlow {
         self.held -= pending.unsent();
     }
 
+    /// What the client's windows, the stream's and the connection's, let
+    /// out at once on `state`'s stream.
+    #[inline]
+    pub(crate) fn room(&self, state: &Stream) -> usize {
+        state.send_window.available().min(self.window.available())
+    }
+
     /// How many body bytes stream `id` takes now: what the windows let
     /// out at once plus the room left in its buffer of `cap` bytes. Zero
     /// once its sending half is closing or gone.
@@ -136,7 +143,7 @@ impl SendFlow {
         }
         match &state.pending {
             Some(pending) => cap.saturating_sub(pending.unsent()),
-            None => state.send_window.available().min(self.window.available()) + cap,
+            None => self.room(state) + cap,
         }
     }
 
@@ -145,7 +152,7 @@ impl SendFlow {
     pub(crate) fn window(&self, streams: &Streams, id: u32) -> usize {
         match streams.get(id) {
             Some(state) if state.send == SendHalf::Open && state.pending.is_none() => {
-                state.send_window.available().min(self.window.available())
+                self.room(state)
             }
             _ => 0,
         }

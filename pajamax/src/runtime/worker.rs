@@ -82,13 +82,18 @@ struct Counted {
     answered: u64,
     reads: u64,
     writes: u64,
-    /// The most any connection of the worker has had: unwritten output,
-    /// answer bytes held for the client's windows, request bytes held for
-    /// calls, open streams.
-    peak_output: usize,
-    peak_held: usize,
-    peak_buffered: usize,
-    peak_streams: usize,
+    peaks: Peaks,
+}
+
+/// The most any connection of a worker has had: unwritten output, answer
+/// bytes held for the client's windows, request bytes held for calls, open
+/// streams.
+#[derive(Debug, Default, Clone, Copy)]
+struct Peaks {
+    output: usize,
+    held: usize,
+    buffered: usize,
+    streams: usize,
 }
 
 pub(crate) struct Worker {
@@ -129,9 +134,8 @@ pub(crate) struct Worker {
     /// generation). Stale entries are skipped when they come up.
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
     counted: Counted,
-    /// The peaks of `counted` last published (its counters stay 0: they
-    /// are stored every turn).
-    published: Counted,
+    /// The peaks last published (the counters are stored every turn).
+    published: Peaks,
     shutting_down_since: Option<Instant>,
     /// The shutdown's grace period was cut short.
     stopping_now: bool,
@@ -179,7 +183,7 @@ impl Worker {
             cipher_buf: Vec::new(),
             timers: BinaryHeap::new(),
             counted: Counted::default(),
-            published: Counted::default(),
+            published: Peaks::default(),
             shutting_down_since: None,
             stopping_now: false,
         }
@@ -240,17 +244,14 @@ impl Worker {
                         let slot = t - 1;
                         // Served now: not again in this turn.
                         due.strike(slot);
-                        if event.is_read_closed() {
-                            self.peer_closed(slot);
-                        }
-                        self.on_ready(slot, now);
+                        self.on_ready(slot, now, event.is_read_closed());
                     }
                 }
             }
             self.expire_timers(now, &mut due);
             let mut from = 0;
             while let Some(slot) = due.pop_front(&mut from) {
-                self.on_ready(slot, now);
+                self.on_ready(slot, now, false);
             }
             self.due = due;
             if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
@@ -287,23 +288,11 @@ impl Worker {
         shared.reads.store(counted.reads, Ordering::Relaxed);
         shared.writes.store(counted.writes, Ordering::Relaxed);
         // Peaks shared by all workers: written only when this one's rose.
-        let (all, published) = (&self.shared, &mut self.published);
-        raise(
-            &all.peak_output,
-            counted.peak_output,
-            &mut published.peak_output,
-        );
-        raise(&all.peak_held, counted.peak_held, &mut published.peak_held);
-        raise(
-            &all.peak_buffered,
-            counted.peak_buffered,
-            &mut published.peak_buffered,
-        );
-        raise(
-            &all.peak_streams,
-            counted.peak_streams,
-            &mut published.peak_streams,
-        );
+        let (all, mine, published) = (&self.shared, &counted.peaks, &mut self.published);
+        raise(&all.peak_output, mine.output, &mut published.output);
+        raise(&all.peak_held, mine.held, &mut published.held);
+        raise(&all.peak_buffered, mine.buffered, &mut published.buffered);
+        raise(&all.peak_streams, mine.streams, &mut published.streams);
     }
 
     fn take_new_connections(&mut self, now: Instant) {
@@ -365,19 +354,13 @@ impl Worker {
         Ok(())
     }
 
-    /// Notes that the peer of the connection in `slot` closed its sending
-    /// half: its reads go on to the end, past a short one.
-    #[cold]
-    fn peer_closed(&mut self, slot: usize) {
-        if let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) {
-            conn.read_closed = true;
-        }
-    }
-
-    fn on_ready(&mut self, slot: usize, now: Instant) {
+    /// Serves the connection in `slot`; `read_closed`: its readiness says
+    /// the peer closed its sending half.
+    fn on_ready(&mut self, slot: usize, now: Instant, read_closed: bool) {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
+        conn.read_closed |= read_closed;
         conn.grpc.lend_room(&mut self.spare);
         let outcome = serve(
             conn,
@@ -755,12 +738,11 @@ fn raise(global: &AtomicUsize, mine: usize, published: &mut usize) {
 /// Folds what the connection holds now into the server's high-water marks.
 fn record_peaks(conn: &mut Conn, counted: &mut Counted, shared: &Shared) {
     let h2 = conn.grpc.h2();
-    counted.peak_output = counted.peak_output.max(h2.output().len());
-    counted.peak_held = counted.peak_held.max(h2.held_bytes());
-    counted.peak_buffered = counted
-        .peak_buffered
-        .max(conn.grpc.buffered_request_bytes());
-    counted.peak_streams = counted.peak_streams.max(h2.open_streams());
+    let peaks = &mut counted.peaks;
+    peaks.output = peaks.output.max(h2.output().len());
+    peaks.held = peaks.held.max(h2.held_bytes());
+    peaks.buffered = peaks.buffered.max(conn.grpc.buffered_request_bytes());
+    peaks.streams = peaks.streams.max(h2.open_streams());
     if !conn.error_counted && h2.error().is_some_and(|e| e.reason != Reason::NO_ERROR) {
         conn.error_counted = true;
         shared.connection_errors.fetch_add(1, Ordering::Relaxed);

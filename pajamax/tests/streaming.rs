@@ -312,3 +312,42 @@ async fn a_paced_stream_does_not_hold_up_other_connections() {
     assert_eq!(items.len(), 20);
     common::stop(server).await;
 }
+
+/// A thread's answers compressed with gzip: many times the sink's credit
+/// (64 KiB) in all, so the credit of compressed messages must come back.
+#[tokio::test]
+async fn a_threads_compressed_stream_arrives_whole() {
+    use tonic::codec::CompressionEncoding;
+    use tonic::codegen::http::uri::PathAndQuery;
+
+    let (server, seen) =
+        streams::start(pajamax::Server::builder().workers(1).send_compressed(true));
+    let channel = common::connect(&server).await;
+    let mut client = tonic::client::Grpc::new(channel)
+        .max_decoding_message_size(64 << 20)
+        .accept_compressed(CompressionEncoding::Gzip);
+    client.ready().await.unwrap();
+    let request = Ask {
+        count: 500,
+        size: 16 << 10,
+        ..Ask::default()
+    };
+    let response = client
+        .server_streaming(
+            tonic::Request::new(request),
+            PathAndQuery::from_static("/test.Streams/CountThread"),
+            tonic_prost::ProstCodec::<Ask, common::streams::Item>::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.metadata().get("grpc-encoding").unwrap(), "gzip");
+    let (items, end, _) =
+        tokio::time::timeout(Duration::from_secs(20), collect(response.into_inner()))
+            .await
+            .expect("the stream ends");
+    end.unwrap();
+    assert_eq!(items.len(), 500);
+    assert!(items.iter().all(|item| item.blob.len() == 16 << 10));
+    common::stop(server).await;
+    assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 0);
+}

@@ -198,3 +198,60 @@ impl<S: tokio_stream::Stream<Item = Ask> + Send + 'static> MapBlob for S {
         })
     }
 }
+
+/// A client that opens its flow-control windows wide and then never reads
+/// the socket: a thread's sink must be held back as a producer on the
+/// worker is, not let fill the connection's unwritten output. The sink's
+/// credit comes back as the bytes leave the stream for the output; with
+/// the output not written, it must not come back without end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_is_held_back_by_a_client_that_opens_its_windows_and_never_reads() {
+    use common::raw::{frame_bytes, RawPeer};
+    use pajamax::h2::frame::{kind, setting};
+    use prost::Message;
+
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    // 2000 answers of 64 KiB: 125 MiB, from a thread.
+    let request = Ask {
+        count: 2000,
+        size: 64 << 10,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    let peer = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 1 << 30)]);
+        peer.send(&frame_bytes(
+            kind::WINDOW_UPDATE,
+            0,
+            0,
+            &(1u32 << 30).to_be_bytes(),
+        ));
+        let bytes = peer.request(1, "/test.Streams/CountThread", &request);
+        peer.send(&bytes);
+        // No reads from here on.
+        std::thread::sleep(Duration::from_secs(2));
+        peer
+    })
+    .await
+    .unwrap();
+    let stats = server.stats();
+    let done = seen.threads_done.load(Ordering::SeqCst);
+    good_client_is_served(&server).await;
+    drop(peer);
+    // The thread learns that the connection closed, if it still sends.
+    wait_for(|| {
+        seen.threads_done.load(Ordering::SeqCst) + seen.sends_cancelled.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    // The output a never-reading client makes the server hold is bounded
+    // (as for producers on the worker: the produce limit, a chunk, the
+    // pending-output limit), not the whole answer.
+    assert!(stats.peak_output_bytes <= 8 << 20, "{stats:?}");
+    assert_eq!(
+        done, 0,
+        "the thread sent 125 MiB to a client that reads nothing"
+    );
+    assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 1);
+    common::stop(server).await;
+}

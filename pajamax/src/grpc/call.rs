@@ -188,6 +188,9 @@ pub(crate) struct RemoteCall {
     pub incoming_blocked: bool,
     /// Answer bytes the stream took that credit was not returned for.
     pub unacked: usize,
+    /// Credit owed to the thread for compressed answer bytes the stream
+    /// took, returned with the next credit.
+    pub owed: usize,
     /// Answer messages the stream could not take yet.
     pub backlog: VecDeque<Vec<u8>>,
     /// The end of the answer, once it came, waiting behind the backlog.
@@ -201,6 +204,7 @@ impl RemoteCall {
             incoming,
             incoming_blocked: false,
             unacked: 0,
+            owed: 0,
             backlog: VecDeque::new(),
             finish: None,
         }

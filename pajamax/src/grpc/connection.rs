@@ -395,7 +395,18 @@ impl GrpcConnection {
     pub fn wants_to_produce(&self) -> bool {
         // Held back by the client's windows, producers wait for a Writable
         // event (which comes with input), not for the socket.
-        !self.ready.is_empty() && self.h2.held_bytes() < self.max_held
+        (!self.ready.is_empty() && self.h2.held_bytes() < self.max_held)
+            // Threads owed credit wait for the output to be written.
+            || (!self.touched.is_empty() && self.may_return_credit())
+    }
+
+    /// Whether the output is small enough for threads to get credit back:
+    /// answer bytes of threads that went into the output are only as good
+    /// as gone once the socket takes them, or a client that opens its
+    /// windows and never reads would have the output grow without end.
+    #[inline]
+    fn may_return_credit(&self) -> bool {
+        self.h2.output().len() < self.produce_limit
     }
 
     /// When the connection next needs [`GrpcConnection::handle_timeout`]: a
@@ -1406,6 +1417,9 @@ impl GrpcConnection {
     /// for the client's windows; call again after writing while
     /// [`GrpcConnection::wants_to_produce`].
     pub fn produce(&mut self, now: Instant) {
+        if !self.touched.is_empty() && self.may_return_credit() {
+            self.return_credit();
+        }
         let mut turns = self.ready.len();
         while turns > 0 {
             turns -= 1;
@@ -1556,7 +1570,9 @@ impl GrpcConnection {
                 if !remote.backlog.is_empty() {
                     remote.backlog.push_back(bytes);
                 } else if call.compress {
-                    if !send_deflated(&mut self.h2, &mut self.deflated, stream, remote, &bytes) {
+                    if send_deflated(&mut self.h2, &mut self.deflated, stream, remote, &bytes) {
+                        self.touch(stream);
+                    } else {
                         remote.backlog.push_back(bytes);
                     }
                 } else if self.h2.send_data(stream, &bytes, false) > 0 {
@@ -1623,18 +1639,19 @@ impl GrpcConnection {
         let State::Remote(remote) = &mut call.state else {
             return;
         };
-        while let Some(bytes) = remote.backlog.front() {
-            if call.compress {
-                if !send_deflated(&mut self.h2, &mut self.deflated, stream, remote, bytes) {
-                    return;
-                }
-            } else {
-                if self.h2.send_data(stream, bytes, false) == 0 {
-                    return;
-                }
+        while let Some(bytes) = remote.backlog.pop_front() {
+            let taken = if call.compress {
+                send_deflated(&mut self.h2, &mut self.deflated, stream, remote, &bytes)
+            } else if self.h2.send_data(stream, &bytes, false) > 0 {
                 remote.unacked += bytes.len();
+                true
+            } else {
+                false
+            };
+            if !taken {
+                remote.backlog.push_front(bytes);
+                return;
             }
-            remote.backlog.pop_front();
         }
         if let Some(status) = remote.finish.take() {
             let call = self.take_call(stream).expect("found above");
@@ -1659,6 +1676,17 @@ impl GrpcConnection {
     }
 
     fn settle_streams(&mut self, now: Instant) {
+        if !self.touched.is_empty() && self.may_return_credit() {
+            self.return_credit();
+        }
+        if !self.ready.is_empty() {
+            self.produce(now);
+        }
+    }
+
+    /// Returns credit to the threads whose answer bytes left their stream
+    /// for the output.
+    fn return_credit(&mut self) {
         for stream in self.touched.drain(..) {
             let Some(call) = self.calls.get_mut(stream) else {
                 continue;
@@ -1667,13 +1695,11 @@ impl GrpcConnection {
                 continue;
             };
             let gone = remote.unacked.saturating_sub(self.h2.buffered(stream));
-            if gone > 0 {
-                remote.unacked -= gone;
-                remote.shared.return_credit(gone);
+            remote.unacked -= gone;
+            let credit = gone + std::mem::take(&mut remote.owed);
+            if credit > 0 {
+                remote.shared.return_credit(credit);
             }
-        }
-        if !self.ready.is_empty() {
-            self.produce(now);
         }
     }
 
@@ -1721,11 +1747,20 @@ impl GrpcConnection {
             }
         }
         self.due = due;
+        self.prune_timers();
+        self.settle(now);
+    }
+
+    /// Drops the timer entries of ended calls once they outnumber the live
+    /// ones by far. Called as deadlines are armed too, not only when a time
+    /// comes: calls that end long before their deadline would otherwise
+    /// pile their entries up until it.
+    #[inline]
+    fn prune_timers(&mut self) {
         let (calls, waiting, h2) = (&self.calls, &self.waiting, &self.h2);
         self.timers.prune(calls.len() + waiting.len(), |stream| {
             calls.contains_key(stream) || waiting.get(h2.tag(stream), stream).is_some()
         });
-        self.settle(now);
     }
 
     /// Puts the deadlines of the calls opened in this read that are still
@@ -1743,6 +1778,7 @@ impl GrpcConnection {
                 self.timers.add(deadline, stream);
             }
         }
+        self.prune_timers();
     }
 
     // ----- commands -----
@@ -1960,13 +1996,14 @@ impl Drop for GrpcConnection {
 }
 
 /// Sends the framed messages `bytes` of a call served on another thread,
-/// compressed; returns whether the stream took them. Their credit goes back
-/// to the thread at once: the stream's send buffer bounds what it holds.
+/// compressed; returns whether the stream took them. Their credit is owed
+/// to the thread at once (the stream's send buffer bounds what it holds),
+/// and goes back with the next credit returned: touch the stream.
 fn send_deflated(
     h2: &mut Connection,
     deflated: &mut Vec<u8>,
     stream: u32,
-    remote: &RemoteCall,
+    remote: &mut RemoteCall,
     bytes: &[u8],
 ) -> bool {
     deflated.clear();
@@ -1974,7 +2011,7 @@ fn send_deflated(
     if h2.send_data(stream, deflated, false) == 0 {
         return false;
     }
-    remote.shared.return_credit(bytes.len());
+    remote.owed += bytes.len();
     true
 }
 
@@ -2657,6 +2694,49 @@ mod tests {
                 "DEADLINE_EXCEEDED on {stream}"
             );
         }
+    }
+
+    /// Calls with a long `grpc-timeout` that end long before it (here
+    /// server streams, each one message) leave their deadline on the
+    /// timer. A client that keeps making such calls on one connection must
+    /// not grow the timer heap without bound while no deadline comes.
+    #[test]
+    fn ended_calls_with_distant_deadlines_do_not_pile_up_on_the_timer() {
+        let mut conn = connection();
+        let mut client = Client::new();
+        let now = Instant::now();
+        conn.recv(&Client::handshake(&[]), now);
+        hear(&mut conn, &mut client);
+        let request = pajamax_test_peer::grpc::message(&prost::Message::encode_to_vec(&vec![7u8]));
+        let mut stream = 1;
+        for _ in 0..50 {
+            let mut input = Vec::new();
+            for _ in 0..100 {
+                Frame::headers(
+                    stream,
+                    &client.request_block("/test.S/Split", &[("grpc-timeout", "1H")]),
+                    false,
+                )
+                .write(&mut input);
+                Frame::data(stream, &request, true).write(&mut input);
+                stream += 2;
+            }
+            assert_eq!(conn.recv(&input, now), input.len());
+            conn.produce(now);
+            hear(&mut conn, &mut client);
+        }
+        let heard = client.take_heard();
+        assert_eq!(heard.status(1), Some("0"));
+        assert_eq!(heard.status(stream - 2), Some("0"));
+        assert_eq!(conn.open_calls(), 0);
+        // 5,000 calls ended, at most 100 open at once; the hour has not
+        // passed. What is kept is bounded by the calls open at once, not by
+        // all the calls made.
+        assert!(
+            conn.timers.len() <= 4 * 100,
+            "{} timer entries kept for 0 open calls",
+            conn.timers.len()
+        );
     }
 
     #[test]

@@ -12,6 +12,10 @@ use std::time::Instant;
 #[derive(Debug, Default)]
 pub(crate) struct Timers {
     heap: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// How many entries the last prune kept: the next one waits until the
+    /// heap has grown well past it, so that pruning stays cheap per entry
+    /// even when the live streams have several entries each.
+    kept: usize,
 }
 
 impl Timers {
@@ -36,11 +40,18 @@ impl Timers {
         }
     }
 
+    /// How many entries are kept, stale ones included.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
+    }
+
     /// Drops the entries whose stream `keep` says is gone, once they
     /// outnumber `live` by far: ended calls' entries do not pile up.
     pub(crate) fn prune(&mut self, live: usize, keep: impl Fn(u32) -> bool) {
-        if self.heap.len() > 2 * live + 64 {
+        if self.heap.len() > 2 * live.max(self.kept) + 64 {
             self.heap.retain(|Reverse((_, stream))| keep(*stream));
+            self.kept = self.heap.len();
         }
     }
 }

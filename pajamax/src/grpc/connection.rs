@@ -1448,10 +1448,15 @@ impl GrpcConnection {
             } else {
                 // As much as the windows let out now, so that the messages
                 // go straight into the output. A stream whose windows are
-                // shut fills its send buffer once, which puts it in line
-                // for the Writable event.
+                // shut makes nothing: it waits for the Writable event that
+                // says they opened, and then makes its messages into the
+                // output (not into its send buffer, to be copied from there
+                // later).
                 match self.h2.send_window(stream) {
-                    0 => self.h2.send_capacity(stream),
+                    0 => {
+                        self.h2.await_room(stream);
+                        0
+                    }
                     open => open,
                 }
             };
@@ -2166,6 +2171,53 @@ mod tests {
             !conn.wants_to_produce(),
             "held back by the windows: nothing to do until they open"
         );
+    }
+
+    /// A producer whose windows are shut makes nothing until they open:
+    /// a stream holds no more than the part of a message past the window,
+    /// not a send buffer full of messages to be copied out later, even when
+    /// another stream used up the connection's window.
+    #[test]
+    fn producers_wait_for_the_windows_without_filling_their_send_buffer() {
+        let mut conn = connection();
+        let mut client = Client::new();
+        let now = Instant::now();
+        let mut input = Client::handshake(&[]);
+        // 10,000 messages of 8 bytes framed on each of two streams: more
+        // than the windows' 65,535 bytes.
+        let request = prost::Message::encode_to_vec(&vec![7u8; 10_000]);
+        for stream in [1, 3] {
+            input.extend(client.request(stream, "/test.S/Split", &request));
+        }
+        conn.recv(&input, now);
+        let mut rounds = 0;
+        while client.heard().status(1).is_none() || client.heard().status(3).is_none() {
+            rounds += 1;
+            assert!(rounds < 100, "the streams should end");
+            while conn.wants_to_produce() {
+                conn.produce(now);
+                hear(&mut conn, &mut client);
+            }
+            // A wait holds less than one message per stream.
+            assert!(
+                conn.h2().held_bytes() < 2 * 8,
+                "{} bytes held while the windows are shut",
+                conn.h2().held_bytes()
+            );
+            let mut updates = Vec::new();
+            for stream in [0, 1, 3] {
+                Frame::window_update(stream, 20_000).write(&mut updates);
+            }
+            conn.recv(&updates, now);
+            hear(&mut conn, &mut client);
+        }
+        let heard = client.take_heard();
+        for stream in [1, 3] {
+            assert_eq!(heard.status(stream), Some("0"));
+            let messages = heard.messages_on(stream);
+            assert_eq!(messages.len(), 10_000);
+            assert!(messages.iter().all(|m| *m == [0x0a, 1, 7]));
+        }
     }
 
     #[test]

@@ -94,7 +94,8 @@ pub enum Event {
         /// ([`Connection::set_tag`]), 0 for none.
         tag: u32,
     },
-    /// Bytes the stream held for the client's windows went out: it may
+    /// Bytes the stream held for the client's windows went out, or the
+    /// windows it waited for opened ([`Connection::await_room`]): it may
     /// take more ([`Connection::send_capacity`]).
     Writable {
         /// The stream.
@@ -770,6 +771,17 @@ impl Connection {
     /// holding anything: zero when the stream holds bytes already.
     pub fn send_window(&self, stream: u32) -> usize {
         self.send_flow.window(&self.streams, stream)
+    }
+
+    /// Asks for an [`Event::Writable`] once the client's windows let bytes
+    /// out on `stream`, for a sender with nothing made yet whose windows
+    /// are shut ([`Connection::send_window`] is zero): it then makes its
+    /// bytes straight into the output instead of into the stream's send
+    /// buffer. Nothing is done if the stream holds bytes or waits already,
+    /// cannot send, or has room in its windows. While it waits,
+    /// `send_window` stays zero; bytes sent meanwhile are held as usual.
+    pub fn await_room(&mut self, stream: u32) {
+        self.send_flow.await_room(&mut self.streams, stream);
     }
 
     /// Response bytes `stream` holds for the client's windows.

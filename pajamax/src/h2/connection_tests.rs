@@ -1424,6 +1424,85 @@ fn send_buffer_is_capped_and_writable_follows_the_window() {
 }
 
 #[test]
+fn a_sender_waits_for_the_connection_window_without_holding_bytes() {
+    let mut peer = Peer::new(Config::default());
+    open_response(&mut peer, 1, false);
+    open_response(&mut peer, 3, false);
+    // Stream 1 uses up the connection's window (65,535 bytes).
+    assert_eq!(peer.conn.send_data(1, &[1; 65_535], false), 65_535);
+    assert_eq!(peer.conn.buffered(1), 0);
+    assert_eq!(peer.conn.send_window(3), 0);
+    peer.take_frames();
+    peer.conn.await_room(3);
+    assert_eq!(peer.conn.buffered(3), 0);
+    assert_eq!(peer.conn.held_bytes(), 0);
+    assert_eq!(peer.conn.send_window(3), 0, "waiting");
+    assert!(peer.take_frames().is_empty(), "nothing is sent for a wait");
+    // A stream WINDOW_UPDATE is not enough: the connection's window is shut.
+    let events = peer.feed(&window_update(3, 100));
+    assert!(events.is_empty(), "{events:?}");
+    let events = peer.feed(&window_update(0, 1000));
+    assert_eq!(events, vec![Event::Writable { stream: 3 }]);
+    assert_eq!(peer.conn.send_window(3), 1000);
+    assert!(
+        data_sent(&peer.take_frames()).is_empty(),
+        "still nothing sent"
+    );
+    // What the sender then sends goes out at once.
+    assert_eq!(peer.conn.send_data(3, &[3; 400], false), 400);
+    assert_eq!(data_sent(&peer.take_frames()), vec![(3, 400)]);
+    assert_eq!(peer.conn.buffered(3), 0);
+}
+
+#[test]
+fn a_sender_waits_for_its_stream_window_without_holding_bytes() {
+    let mut peer = Peer::new(Config::default());
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 10)]));
+    peer.take_frames();
+    open_response(&mut peer, 1, false);
+    assert_eq!(peer.conn.send_data(1, &[1; 10], false), 10);
+    peer.take_frames();
+    // Asking again, or while the windows have room, changes nothing.
+    peer.conn.await_room(1);
+    peer.conn.await_room(1);
+    assert_eq!(peer.conn.held_bytes(), 0);
+    let events = peer.feed(&window_update(0, 1000));
+    assert!(events.is_empty(), "{events:?}");
+    let events = peer.feed(&window_update(1, 50));
+    assert_eq!(events, vec![Event::Writable { stream: 1 }]);
+    assert_eq!(peer.conn.send_window(1), 50);
+    peer.conn.await_room(1);
+    assert_eq!(peer.conn.send_window(1), 50, "room: no wait");
+    assert_eq!(peer.conn.send_data(1, &[2; 60], false), 60);
+    assert_eq!(data_sent(&peer.take_frames()), vec![(1, 50)]);
+    assert_eq!(peer.conn.buffered(1), 10);
+    // Bytes held after a wait go out as held bytes do.
+    let events = peer.feed(&window_update(1, 100));
+    assert_eq!(events, vec![Event::Writable { stream: 1 }]);
+    assert_eq!(data_sent(&peer.take_frames()), vec![(1, 10)]);
+}
+
+#[test]
+fn trailers_do_not_wait_behind_a_wait_for_room() {
+    let mut peer = Peer::new(Config::default());
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 0)]));
+    peer.take_frames();
+    open_response(&mut peer, 1, false);
+    peer.conn.await_room(1);
+    peer.conn
+        .send_trailers(1, &[Field::indexed(b"grpc-status", b"0")]);
+    let frames = peer.take_frames();
+    let trailers = frames.iter().find(|f| f.kind == kind::HEADERS);
+    assert!(
+        trailers.is_some_and(|f| f.has(flag::END_STREAM)),
+        "{frames:?}"
+    );
+    // The wait is gone with the stream: an opening window reports nothing.
+    let events = peer.feed(&window_update(0, 1000));
+    assert!(events.is_empty(), "{events:?}");
+}
+
+#[test]
 fn a_long_stream_through_a_small_window_keeps_a_small_buffer() {
     let mut peer = Peer::new(Config {
         stream_send_buffer: 1000,

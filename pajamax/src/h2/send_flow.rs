@@ -31,6 +31,12 @@ impl PendingSend {
     pub(crate) fn unsent(&self) -> usize {
         self.data.len() - self.sent
     }
+
+    /// Whether this holds nothing and only waits for room in the windows
+    /// ([`SendFlow::await_room`]).
+    fn is_wait(&self) -> bool {
+        self.data.is_empty() && !self.end_stream && self.trailers.is_none()
+    }
 }
 
 /// What [`SendFlow::send_data`] did with the bytes.
@@ -230,6 +236,23 @@ impl SendFlow {
         }
     }
 
+    /// Has stream `id`, which holds nothing and whose windows let nothing
+    /// out, wait for them as a stream holding bytes does, without holding
+    /// any: an [`Event::Writable`] comes once they let bytes out. Nothing
+    /// is done if the stream holds bytes or waits already, cannot send, or
+    /// has room in its windows.
+    pub(crate) fn await_room(&mut self, streams: &mut Streams, id: u32) {
+        let Some(state) = streams.get_mut(id) else {
+            return;
+        };
+        if state.send != SendHalf::Open || state.pending.is_some() || self.room(state) > 0 {
+            return;
+        }
+        if self.hold_on(state, Vec::new(), false) {
+            self.queue_blocked(streams, id);
+        }
+    }
+
     /// Makes `data` the bytes `state` holds (it held none). Returns whether
     /// the stream is to wait in the queue for the connection's window:
     /// shut by that window it is queued for it; shut by its own, it waits
@@ -256,6 +279,11 @@ impl SendFlow {
         let Some(pending) = state.pending.as_mut() else {
             return false;
         };
+        if pending.is_wait() {
+            // Nothing to send before them: no more room is wanted.
+            state.pending = None;
+            return false;
+        }
         let mut owned = Fields::default();
         for field in fields {
             owned.push_with(field.name, field.value, field.indexing);
@@ -306,6 +334,12 @@ impl SendFlow {
             if !pending.queued {
                 // A stale id of a stream that has since waited aside.
                 state.pending = Some(pending);
+                continue;
+            }
+            if pending.is_wait() {
+                // Its windows let bytes out now: its sender is told, and
+                // sends them itself.
+                events.push(Event::Writable { stream: id });
                 continue;
             }
             let max_frame = output.max_frame();

@@ -13,7 +13,7 @@
 # Variables (defaults): COST_ITEMS=100000 (messages counted per run, in
 # all; S must divide it), COST_WARMUP=20000 (messages before counting),
 # COST_NATIVE=10 (the native run counts COST_NATIVE x COST_ITEMS messages),
-# STREAM_COUNT, STREAM_SIZE, STREAM_WINDOW as in run.sh,
+# STREAM_COUNT, STREAM_SIZE, STREAM_WINDOW, STREAM_CLIENT as in run.sh,
 # STREAMING_BENCH_PORT=50061; COST_CALLGRIND_OPTIONS adds options to
 # callgrind's (e.g. --dump-instr=yes, for a breakdown by instruction of the
 # dumps kept in the results folder).
@@ -74,7 +74,7 @@ OUT="$(cd "$OUT" && pwd)"
 cat >"$OUT/params" <<PARAMS
 streaming cost (grpc_bench_integration/streaming/cost.sh)
 $(params_head)
-COST_ITEMS=$COST_ITEMS COST_WARMUP=$COST_WARMUP COST_NATIVE=$COST_NATIVE STREAM_COUNT=$STREAM_COUNT STREAM_SIZE=$STREAM_SIZE STREAM_WINDOW=$STREAM_WINDOW
+COST_ITEMS=$COST_ITEMS COST_WARMUP=$COST_WARMUP COST_NATIVE=$COST_NATIVE STREAM_COUNT=$STREAM_COUNT STREAM_SIZE=$STREAM_SIZE STREAM_WINDOW=$STREAM_WINDOW STREAM_CLIENT=$STREAM_CLIENT
 server on CPU $SERVER_CPU, client on CPU $CLIENT_CPU
 machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc --all) CPUs, $(uname -r)
 $(rustc --version), $(valgrind --version), $(strace -V | head -1)
@@ -114,7 +114,7 @@ load() {
 	local mode=$1 c=$2 s=$3 n=$4 log=$5 line
 	line=$(taskset -c "$CLIENT_CPU" "$BIN/stream-load" \
 		--addr "127.0.0.1:$STREAMING_BENCH_PORT" --mode "$mode" -c "$c" -s "$s" \
-		--count "$STREAM_COUNT" --size "$STREAM_SIZE" --window "$STREAM_WINDOW" \
+		--count "$STREAM_COUNT" --size "$STREAM_SIZE" --window "$STREAM_WINDOW" --client "$STREAM_CLIENT" \
 		--items "$((n / s))" --server-pid "$SERVER_PID" 2>>"$log.err") || {
 		echo "client failed ($mode C=$c S=$s, $n messages): $(tail -1 "$log.err")" >&2
 		exit 1

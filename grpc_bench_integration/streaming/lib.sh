@@ -12,6 +12,9 @@ source "$HERE/../../scripts/lib.sh"
 STREAM_COUNT=${STREAM_COUNT:-10000}
 STREAM_SIZE=${STREAM_SIZE:-32}
 STREAM_WINDOW=${STREAM_WINDOW:-16}
+# The load client: raw (HTTP/2 as bytes, far cheaper per message than
+# either server) or tonic (tonic's client on one tokio thread).
+STREAM_CLIENT=${STREAM_CLIENT:-raw}
 export STREAMING_BENCH_PORT=${STREAMING_BENCH_PORT:-50061}
 # shellcheck disable=SC2034 # used by the scripts that source this file
 SERVERS=(pajamax tonic)

@@ -12,11 +12,12 @@
 # Variables (defaults): STREAM_DURATION=5 and STREAM_WARMUP=2 (seconds),
 # STREAM_COUNT=10000 (items per Subscribe call), STREAM_SIZE=32 (payload
 # bytes per item), STREAM_WINDOW=16 (Echo items in flight per stream),
-# GRPC_SERVER_CPUS=1, STREAMING_BENCH_PORT=50061.
+# STREAM_CLIENT=raw (the load client: raw, HTTP/2 written and read as
+# bytes, or tonic, tonic's client), GRPC_SERVER_CPUS=1,
+# STREAMING_BENCH_PORT=50061.
 #
 # For each cell and server: a fresh server on CPUs 0..GRPC_SERVER_CPUS-1
-# (taskset), the load client (stream-load, tonic, one thread) on the next
-# CPU; the client warms up, then counts the items received in the measured
+# (taskset), the load client (stream-load, one thread) on the next CPU; the client warms up, then counts the items received in the measured
 # window and reads the server's CPU time (all threads,
 # /proc/PID/task/*/schedstat) and its own at both ends of it. Results go to
 # ../results/streaming-<timestamp>/.
@@ -54,7 +55,7 @@ RESULTS_DIR="$(cd "$RESULTS_DIR" && pwd)"
 cat >"$RESULTS_DIR/params" <<PARAMS
 streaming bench (grpc_bench_integration/streaming/run.sh)
 $(params_head)
-STREAM_DURATION=$STREAM_DURATION STREAM_WARMUP=$STREAM_WARMUP STREAM_COUNT=$STREAM_COUNT STREAM_SIZE=$STREAM_SIZE STREAM_WINDOW=$STREAM_WINDOW
+STREAM_DURATION=$STREAM_DURATION STREAM_WARMUP=$STREAM_WARMUP STREAM_COUNT=$STREAM_COUNT STREAM_SIZE=$STREAM_SIZE STREAM_WINDOW=$STREAM_WINDOW STREAM_CLIENT=$STREAM_CLIENT
 GRPC_SERVER_CPUS=$GRPC_SERVER_CPUS (CPU $SERVER_CPUSET), client on CPU $CLIENT_CPU
 machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $NCPU CPUs, $(uname -r)
 $(rustc --version)
@@ -75,7 +76,7 @@ for cell in "${CELLS[@]}"; do
 		fi
 		line=$(taskset -c "$CLIENT_CPU" "$BIN/stream-load" \
 			--addr "127.0.0.1:$STREAMING_BENCH_PORT" --mode "$mode" -c "$c" -s "$s" \
-			--count "$STREAM_COUNT" --size "$STREAM_SIZE" --window "$STREAM_WINDOW" \
+			--count "$STREAM_COUNT" --size "$STREAM_SIZE" --window "$STREAM_WINDOW" --client "$STREAM_CLIENT" \
 			--warmup "$STREAM_WARMUP" --duration "$STREAM_DURATION" \
 			--server-pid "$SERVER_PID" 2>"$log.client.log") || {
 			echo "    client failed: $(tail -1 "$log.client.log")"

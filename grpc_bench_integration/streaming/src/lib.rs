@@ -1,6 +1,12 @@
 //! What the two servers and the load client share: the generated code of
 //! `proto/streambench.proto` (for pajamax and for tonic), the server's
-//! settings, and the payload of an item.
+//! settings, the payload of an item, and the load's raw client with what it
+//! counts.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+pub mod raw_client;
 
 /// pajamax's messages and service trait.
 pub mod pajamax_proto {
@@ -35,4 +41,41 @@ pub fn listen_addr() -> String {
 /// The payload of an item of `size` bytes.
 pub fn payload(size: u32) -> Vec<u8> {
     (0..size).map(|i| b'a' + (i % 26) as u8).collect()
+}
+
+/// What went wrong, over all streams.
+#[derive(Default)]
+pub struct Faults {
+    /// Calls that failed or ended with an error status.
+    pub errors: AtomicU64,
+    /// Items out of order or of the wrong size.
+    pub bad_items: AtomicU64,
+    /// `Subscribe` calls that ended OK with fewer or more items than asked;
+    /// `Echo` calls that ended OK.
+    pub short_calls: AtomicU64,
+    /// The first fault, as printed.
+    pub first: Mutex<Option<String>>,
+}
+
+impl Faults {
+    /// Counts a fault in `counter`; the first one is printed.
+    pub fn note(&self, counter: &AtomicU64, what: String) {
+        counter.fetch_add(1, Relaxed);
+        let mut first = self.first.lock().unwrap();
+        if first.is_none() {
+            eprintln!("stream-load: {what}");
+            *first = Some(what);
+        }
+    }
+}
+
+/// Items received by one stream. Only its own task adds to it.
+#[derive(Default)]
+pub struct Received(pub AtomicU64);
+
+impl Received {
+    /// One more item.
+    pub fn add_one(&self) {
+        self.0.store(self.0.load(Relaxed) + 1, Relaxed);
+    }
 }

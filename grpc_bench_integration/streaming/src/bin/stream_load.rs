@@ -1,11 +1,14 @@
 //! Load for the stream bench: C connections carrying S streams in all
-//! (stream i on connection i mod C), on one tokio thread.
+//! (stream i on connection i mod C), on one thread: the raw client
+//! (`--client raw`, the default; `streaming_bench::raw_client`, HTTP/2 as
+//! bytes, far cheaper per message than either server) or tonic's client
+//! on a current-thread tokio runtime (`--client tonic`).
 //!
 //! ```text
 //! stream-load --mode subscribe|echo [--addr HOST:PORT] [-c C] [-s S]
 //!             [--count N] [--size B] [--window W]
 //!             [--warmup SECONDS] [--duration SECONDS] [--server-pid PID]
-//!             [--items N]
+//!             [--items N] [--client raw|tonic]
 //! ```
 //!
 //! - `subscribe`: each stream calls `Subscribe(count = N, size = B)` again
@@ -29,13 +32,14 @@
 //! after the N answers). No warm-up: the line is printed when every stream
 //! is done, with the figures of the whole run.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use streaming_bench::payload;
+use streaming_bench::raw_client::{self, Load};
 use streaming_bench::tonic_proto::stream_bench_client::StreamBenchClient;
 use streaming_bench::tonic_proto::{Ask, Item};
+use streaming_bench::{payload, Faults, Received};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
@@ -61,13 +65,14 @@ struct Args {
     duration: f64,
     server_pid: Option<u32>,
     items: Option<u64>,
+    raw: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: stream-load --mode subscribe|echo [--addr HOST:PORT] [-c C] [-s S] \
          [--count N] [--size B] [--window W] [--warmup SECONDS] [--duration SECONDS] \
-         [--server-pid PID] [--items N]"
+         [--server-pid PID] [--items N] [--client raw|tonic]"
     );
     std::process::exit(2)
 }
@@ -85,6 +90,7 @@ fn parse_args() -> Args {
         duration: 5.0,
         server_pid: None,
         items: None,
+        raw: true,
     };
     let mut mode = None;
     let mut it = std::env::args().skip(1);
@@ -111,6 +117,13 @@ fn parse_args() -> Args {
             "--duration" => args.duration = num(&value),
             "--server-pid" => args.server_pid = Some(num(&value)),
             "--items" => args.items = Some(num(&value)),
+            "--client" => {
+                args.raw = match value.as_str() {
+                    "raw" => true,
+                    "tonic" => false,
+                    _ => usage(),
+                }
+            }
             _ => usage(),
         }
     }
@@ -126,42 +139,8 @@ fn parse_args() -> Args {
     args
 }
 
-/// What went wrong, over all streams.
-#[derive(Default)]
-struct Faults {
-    /// Calls that failed or ended with an error status.
-    errors: AtomicU64,
-    /// Items out of order or of the wrong size.
-    bad_items: AtomicU64,
-    /// `Subscribe` calls that ended OK with fewer or more items than asked;
-    /// `Echo` calls that ended OK.
-    short_calls: AtomicU64,
-    first: Mutex<Option<String>>,
-}
-
-impl Faults {
-    fn note(&self, counter: &AtomicU64, what: String) {
-        counter.fetch_add(1, Relaxed);
-        let mut first = self.first.lock().unwrap();
-        if first.is_none() {
-            eprintln!("stream-load: {what}");
-            *first = Some(what);
-        }
-    }
-
-    fn error(&self, status: Status) {
-        self.note(&self.errors, format!("error: {status:?}"));
-    }
-}
-
-/// Items received by one stream. Only its own task adds to it.
-#[derive(Default)]
-struct Received(AtomicU64);
-
-impl Received {
-    fn add_one(&self) {
-        self.0.store(self.0.load(Relaxed) + 1, Relaxed);
-    }
+fn call_failed(faults: &Faults, status: Status) {
+    faults.note(&faults.errors, format!("error: {status:?}"));
 }
 
 /// Calls `Subscribe` again and again; with `items`, until that many items
@@ -180,7 +159,7 @@ async fn subscribe_stream(
         let mut items = match client.subscribe(Ask { count, size }).await {
             Ok(response) => response.into_inner(),
             Err(status) => {
-                faults.error(status);
+                call_failed(&faults, status);
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
@@ -213,7 +192,7 @@ async fn subscribe_stream(
                     break;
                 }
                 Err(status) => {
-                    faults.error(status);
+                    call_failed(&faults, status);
                     if items_wanted.is_some() {
                         // A counted run cannot be made whole again.
                         return;
@@ -264,7 +243,7 @@ async fn echo_stream(
         let mut answers = match client.echo(UnboundedReceiverStream::new(outgoing)).await {
             Ok(response) => response.into_inner(),
             Err(status) => {
-                faults.error(status);
+                call_failed(&faults, status);
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
@@ -298,7 +277,7 @@ async fn echo_stream(
                     break;
                 }
                 Err(status) => {
-                    faults.error(status);
+                    call_failed(&faults, status);
                     if items_wanted.is_some() {
                         return;
                     }
@@ -400,6 +379,19 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
+    report(&args, &start, &end, &faults, &server_pid);
+    Ok(())
+}
+
+/// Prints the run's line: the items of the streams between `start` and
+/// `end`, the CPU both sides spent, the faults.
+fn report(
+    args: &Args,
+    start: &Snapshot,
+    end: &Snapshot,
+    faults: &Faults,
+    server_pid: &Option<String>,
+) {
     let secs = (end.at - start.at).as_secs_f64();
     let deltas: Vec<u64> = end
         .per_stream
@@ -412,7 +404,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "mode={} c={} s={} count={} size={} window={} secs={secs:.3} messages={messages} \
          rate={:.0} server_cpu={:.4} client_cpu={:.4} errors={} bad_items={} short_calls={} \
-         idle_streams={} min_stream={} max_stream={} server_system_share={:.2}",
+         idle_streams={} min_stream={} max_stream={} server_system_share={:.2} client={}",
         match args.mode {
             Mode::Subscribe => "subscribe",
             Mode::Echo => "echo",
@@ -440,12 +432,60 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             let system = end.server_ticks.1 - start.server_ticks.1;
             system as f64 / (user + system).max(1) as f64
         },
+        if args.raw { "raw" } else { "tonic" },
     );
+}
+
+/// The load from the raw client, on a thread of its own.
+fn run_raw(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let load = Load {
+        addr: args.addr.parse()?,
+        mode: match args.mode {
+            Mode::Subscribe => raw_client::Mode::Subscribe,
+            Mode::Echo => raw_client::Mode::Echo,
+        },
+        connections: args.connections,
+        streams: args.streams,
+        count: args.count,
+        size: args.size,
+        window: args.window,
+        items: args.items,
+    };
+    let faults = Arc::new(Faults::default());
+    let received: Vec<Arc<Received>> = (0..args.streams).map(|_| Arc::default()).collect();
+    let server_pid = args.server_pid.map(|pid| pid.to_string());
+    let start = snapshot(&received, &server_pid);
+    let load_thread = {
+        let (received, faults) = (received.clone(), faults.clone());
+        std::thread::spawn(move || {
+            if let Err(e) = raw_client::run(&load, &received, &faults) {
+                faults.note(&faults.errors, format!("connection failed: {e}"));
+            }
+        })
+    };
+    let (start, end) = if args.items.is_some() {
+        load_thread.join().map_err(|_| "the load thread panicked")?;
+        (start, snapshot(&received, &server_pid))
+    } else {
+        std::thread::sleep(Duration::from_secs_f64(args.warmup));
+        let start = snapshot(&received, &server_pid);
+        std::thread::sleep(Duration::from_secs_f64(args.duration));
+        (start, snapshot(&received, &server_pid))
+    };
+    report(&args, &start, &end, &faults, &server_pid);
     Ok(())
 }
 
 fn main() {
     let args = parse_args();
+    if args.raw {
+        if let Err(e) = run_raw(args) {
+            eprintln!("stream-load: {e}");
+            std::process::exit(1);
+        }
+        // In a timed run the streams are still running.
+        std::process::exit(0);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

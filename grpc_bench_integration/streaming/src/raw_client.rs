@@ -129,6 +129,7 @@ pub fn run(load: &Load, received: &[Arc<Received>], faults: &Faults) -> io::Resu
         client.start_call(conn, stream, index);
     }
     for conn in &mut conns {
+        client.send_waiting(conn, &mut streams);
         conn.flush()?;
     }
     while client.open > 0 {
@@ -321,17 +322,10 @@ impl Client<'_> {
                     &self.head,
                 );
                 stream.asked = u64::from(self.load.count).min(stream.left);
-                let mut ask = Vec::with_capacity(16);
-                ask.push(0x08);
-                put_varint(&mut ask, stream.asked);
-                ask.push(0x10);
-                put_varint(&mut ask, u64::from(self.load.size));
-                let mut message = vec![0u8];
-                message.extend_from_slice(&(ask.len() as u32).to_be_bytes());
-                message.extend_from_slice(&ask);
-                conn.send_window -= message.len() as i64;
-                stream.send_window -= message.len() as i64;
-                frame::write_frame(&mut conn.output, kind::DATA, flag::END_STREAM, id, &message);
+                // The request message goes when the server's windows take
+                // it (at once, unless it is slow to open them).
+                stream.unsent = 1;
+                conn.waiting.push(index);
             }
             Mode::Echo => {
                 frame::write_frame(
@@ -628,12 +622,48 @@ impl Client<'_> {
         self.start_call(conn, stream, index);
     }
 
+    /// Sends the `Subscribe` requests of the waiting streams that the
+    /// server's windows take, each ending its stream's half.
+    fn send_asks(&mut self, conn: &mut Conn, streams: &mut [Stream]) {
+        let mut waiting = std::mem::take(&mut conn.waiting);
+        waiting.retain(|&index| {
+            let stream = &mut streams[index];
+            if stream.id == 0 || stream.unsent == 0 {
+                return false;
+            }
+            let mut ask = Vec::with_capacity(16);
+            ask.push(0x08);
+            put_varint(&mut ask, stream.asked);
+            ask.push(0x10);
+            put_varint(&mut ask, u64::from(self.load.size));
+            let mut message = vec![0u8];
+            message.extend_from_slice(&(ask.len() as u32).to_be_bytes());
+            message.extend_from_slice(&ask);
+            let len = message.len() as i64;
+            if conn.send_window < len || stream.send_window < len {
+                return true;
+            }
+            conn.send_window -= len;
+            stream.send_window -= len;
+            stream.unsent = 0;
+            frame::write_frame(
+                &mut conn.output,
+                kind::DATA,
+                flag::END_STREAM,
+                stream.id,
+                &message,
+            );
+            false
+        });
+        conn.waiting = waiting;
+    }
+
     /// Sends the items each waiting stream may send, one DATA frame per
     /// stream (more when the server's frames are smaller), as far as the
     /// windows allow.
     fn send_waiting(&mut self, conn: &mut Conn, streams: &mut [Stream]) {
-        if self.load.mode != Mode::Echo {
-            return;
+        if self.load.mode == Mode::Subscribe {
+            return self.send_asks(conn, streams);
         }
         let item_len = item_len(self.load.size);
         let mut waiting = std::mem::take(&mut conn.waiting);

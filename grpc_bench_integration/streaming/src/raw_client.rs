@@ -312,36 +312,28 @@ impl Client<'_> {
         stream.partial.clear();
         stream.taken = 0;
         stream.send_window = conn.peer_stream_window;
-        match self.load.mode {
+        frame::write_frame(
+            &mut conn.output,
+            kind::HEADERS,
+            flag::END_HEADERS,
+            id,
+            &self.head,
+        );
+        stream.unsent = match self.load.mode {
             Mode::Subscribe => {
-                frame::write_frame(
-                    &mut conn.output,
-                    kind::HEADERS,
-                    flag::END_HEADERS,
-                    id,
-                    &self.head,
-                );
                 stream.asked = u64::from(self.load.count).min(stream.left);
                 // The request message goes when the server's windows take
                 // it (at once, unless it is slow to open them).
-                stream.unsent = 1;
-                conn.waiting.push(index);
+                1
             }
             Mode::Echo => {
-                frame::write_frame(
-                    &mut conn.output,
-                    kind::HEADERS,
-                    flag::END_HEADERS,
-                    id,
-                    &self.head,
-                );
                 stream.sent = 0;
                 stream.half_closed = false;
-                stream.unsent = (self.load.window as u64).min(stream.left);
-                if !conn.waiting.contains(&index) {
-                    conn.waiting.push(index);
-                }
+                (self.load.window as u64).min(stream.left)
             }
+        };
+        if !conn.waiting.contains(&index) {
+            conn.waiting.push(index);
         }
     }
 

@@ -255,3 +255,66 @@ async fn a_sink_is_held_back_by_a_client_that_opens_its_windows_and_never_reads(
     assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 1);
     common::stop(server).await;
 }
+
+/// A client that asks for a server stream and closes its sending half at
+/// once (the FIN with the request, as `clients_that_close_right_after_their_request_are_let_go`
+/// does for a unary call) still gets the whole stream, which fits the
+/// windows it gave: the peer's FIN ends what it sends, not what it reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whole() {
+    use common::raw::RawPeer;
+    use prost::Message;
+
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    // 2000 answers of about 16 bytes: some 32 KiB, within the default
+    // windows of 65,535 bytes, but more than one producer's turn.
+    let request = Ask {
+        count: 2000,
+        size: 10,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::connect(addr);
+        let mut bytes = pajamax_test_peer::frame::handshake(&[]);
+        bytes.extend(peer.request(1, "/test.Streams/Count", &request));
+        peer.send(&bytes);
+        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+        peer.listen(Duration::from_secs(5), |h| h.closed)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        heard.statuses,
+        [(1, "0".to_string())],
+        "{} bytes of DATA heard",
+        heard.data_bytes
+    );
+    assert!(heard.closed, "the connection was kept: {heard:?}");
+    assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 0);
+    // A stream larger than the windows, which the client can no longer
+    // open, ends with the connection once the windows are used up.
+    let request = Ask {
+        count: 20_000,
+        size: 10,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::connect(addr);
+        let mut bytes = pajamax_test_peer::frame::handshake(&[]);
+        bytes.extend(peer.request(1, "/test.Streams/Count", &request));
+        peer.send(&bytes);
+        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+        peer.listen(Duration::from_secs(5), |h| h.closed)
+    })
+    .await
+    .unwrap();
+    assert!(heard.closed, "the connection was kept: {heard:?}");
+    assert_eq!(heard.data_bytes, 65_535, "{heard:?}");
+    wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 1);
+    good_client_is_served(&server).await;
+    common::stop(server).await;
+}

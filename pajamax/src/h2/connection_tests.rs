@@ -1574,3 +1574,28 @@ fn stream_halves_order_headers_data_and_trailers() {
         .send_trailers(1, &[Field::indexed(b"grpc-status", b"0")]);
     assert!(!peer.conn.is_stream_open(1));
 }
+
+/// A wait queued for the connection's window whose own window a SETTINGS
+/// then shut is not told `Writable` when the connection's window opens
+/// (nothing may go out on it yet); it waits aside for its own window, and
+/// hears once that opens.
+#[test]
+fn a_wait_whose_own_window_shut_meanwhile_is_not_told_writable() {
+    let mut peer = Peer::default();
+    open_response(&mut peer, 1, false);
+    open_response(&mut peer, 3, false);
+    // Stream 1 uses up the connection's window; 3 waits for it.
+    assert_eq!(peer.conn.send_data(1, &[1; 65_535], false), 65_535);
+    peer.take_frames();
+    peer.conn.await_room(3);
+    // Its own window is shut while it waits.
+    let events = peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 0)]));
+    assert!(events.is_empty(), "{events:?}");
+    let events = peer.feed(&window_update(0, 1000));
+    assert!(events.is_empty(), "its own window is shut: {events:?}");
+    assert_eq!(peer.conn.send_window(3), 0);
+    let events = peer.feed(&window_update(3, 10));
+    assert_eq!(events, vec![Event::Writable { stream: 3 }]);
+    assert_eq!(peer.conn.send_window(3), 10);
+    assert_eq!(peer.conn.held_bytes(), 0);
+}

@@ -337,6 +337,14 @@ impl SendFlow {
                 continue;
             }
             if pending.is_wait() {
+                if state.send_window.available() == 0 {
+                    // Its own window shut while it waited (a smaller
+                    // SETTINGS_INITIAL_WINDOW_SIZE): it waits aside for
+                    // that, as held bytes do.
+                    pending.queued = false;
+                    state.pending = Some(pending);
+                    continue;
+                }
                 // Its windows let bytes out now: its sender is told, and
                 // sends them itself.
                 events.push(Event::Writable { stream: id });

@@ -64,6 +64,10 @@ struct Conn {
     /// The peer closed its sending half (readiness said so): reads go on
     /// to the end of the input.
     read_closed: bool,
+    /// A read found the end of the peer's input while calls were open:
+    /// the connection stays while what it can still send without the peer
+    /// goes out (a later read finds the end again, and reads no more).
+    read_ended: bool,
     /// Whether a connection error has been counted in the stats.
     error_counted: bool,
     /// When the write side was shut down after the final GOAWAY.
@@ -344,6 +348,7 @@ impl Worker {
             opened: now,
             read_paused: false,
             read_closed: false,
+            read_ended: false,
             error_counted: new.reject,
             lingering_since: None,
             timer: None,
@@ -596,7 +601,15 @@ fn serve(
         #[cfg(not(feature = "tls"))]
         let read = conn.socket.read(&mut buf[kept..]).map(|n| (n, n < room));
         let (n, drained) = match read {
-            Ok((0, _)) => return Outcome::Closed,
+            Ok((0, _)) => {
+                if conn.grpc.is_idle() || conn.grpc.is_closed() {
+                    return Outcome::Closed;
+                }
+                // The peer is done sending, not necessarily reading: the
+                // answers it asked for go out as far as they can.
+                conn.read_ended = true;
+                break;
+            }
             Ok(read) => read,
             Err(err) => {
                 keep_input(conn, &buf[..kept]);
@@ -636,6 +649,15 @@ fn serve(
     }
     // What the reads made ready to produce, as far as the socket takes it.
     if produce(conn, now, again, slot).is_err() {
+        return Outcome::Closed;
+    }
+    if conn.read_ended
+        && !output_waits(conn)
+        && !conn.grpc.wants_to_produce()
+        && conn.grpc.poll_timeout().is_none()
+    {
+        // Nothing more goes out without the peer, which can no longer
+        // open its windows or send: done.
         return Outcome::Closed;
     }
     if conn.grpc.is_closed() && !output_waits(conn) && conn.lingering_since.is_none() {

@@ -1007,6 +1007,8 @@ impl GrpcConnection {
                     call.started = Some(now);
                     call.request_bytes = (message.len() + PREFIX_LEN) as u64;
                 }
+                // The answer brings its own metadata when it comes back.
+                self.response_metadata.clear();
                 return self.keep(stream, call);
             }
             shared.cancel(CancelReason::Ended);
@@ -1888,7 +1890,7 @@ impl GrpcConnection {
         if compress {
             self.deflated.clear();
             compression::deflate_frames(&self.reply, &mut self.deflated);
-            return response::send_compressed_answer(
+            response::send_compressed_answer(
                 &mut self.h2,
                 &mut self.memos,
                 stream,
@@ -1897,6 +1899,8 @@ impl GrpcConnection {
                 &md.trailers,
                 &mut self.text,
             );
+            self.response_metadata.clear();
+            return;
         }
         response::send_answer(
             &mut self.h2,
@@ -1907,6 +1911,8 @@ impl GrpcConnection {
             &md.trailers,
             &mut self.text,
         );
+        // Sent: none of it may go with another call's answer.
+        self.response_metadata.clear();
     }
 
     /// A trailers-only answer carrying `status`, with any metadata the
@@ -2800,5 +2806,136 @@ mod tests {
         assert!(status.message().len() < 160, "{}", status.message().len());
         let status = unimplemented_status(&router, b"/pkg.Svc/Do");
         assert_eq!(status.message(), "unknown service pkg.Svc");
+    }
+
+    #[test]
+    fn answers_decode_right_while_the_client_changes_its_header_table_size() {
+        use pajamax_test_peer::setting::HEADER_TABLE_SIZE;
+        let mut conn = connection();
+        let mut client = Client::new();
+        let mut input =
+            Client::handshake(&[(pajamax_test_peer::setting::INITIAL_WINDOW_SIZE, 1 << 30)]);
+        Frame::window_update(0, 1 << 30).write(&mut input);
+        conn.recv(&input, Instant::now());
+        hear(&mut conn, &mut client);
+        client.take_heard();
+        // Table sizes the client asks for between calls; some SETTINGS carry
+        // two values (the smallest must be announced, then the last).
+        let sizes: [&[u32]; 12] = [
+            &[0],
+            &[4096],
+            &[40],
+            &[0, 4096],
+            &[64],
+            &[100],
+            &[4096],
+            &[30, 200],
+            &[1 << 20],
+            &[0],
+            &[0],
+            &[4096],
+        ];
+        let asks: [&[u8]; 9] = [b"a", b"b", b"E", b"M", b"T", b"c", b"L", b"X", b"d"];
+        let mut stream = 1u32;
+        for (round, size) in sizes.iter().enumerate() {
+            for ask in asks {
+                let (heard, _) = echo(&mut conn, &mut client, stream, ask, &[("x-tag", "!")]);
+                let status = match ask {
+                    b"E" | b"X" => "3",
+                    _ => "0",
+                };
+                assert_eq!(heard.status(stream), Some(status), "round {round} {ask:?}");
+                let blocks: Vec<_> = heard.blocks.iter().filter(|b| b.stream == stream).collect();
+                let first = blocks[0];
+                assert_eq!(
+                    first.value(":status").as_deref(),
+                    Some("200"),
+                    "round {round}"
+                );
+                assert_eq!(
+                    first.value("content-type").as_deref(),
+                    Some("application/grpc"),
+                    "round {round} {ask:?}"
+                );
+                if status == "0" {
+                    let mut expected = ask.to_vec();
+                    if ask.len() == 1 && ask[0] == b'L' {
+                        expected = vec![b'L'; 40_000];
+                    }
+                    expected.extend_from_slice(b"!");
+                    assert_eq!(reply_on(&heard, stream).1, vec![expected], "round {round}");
+                    assert_eq!(blocks.len(), 2);
+                    let trailers = blocks[1];
+                    assert_eq!(
+                        trailers.fields.len(),
+                        if ask == b"M" || ask == b"T" { 2 } else { 1 },
+                        "{:?}",
+                        trailers.strings()
+                    );
+                } else {
+                    assert_eq!(
+                        first.value("grpc-message").as_deref(),
+                        Some(if ask == b"E" {
+                            "asked for"
+                        } else {
+                            "after encoding"
+                        })
+                    );
+                }
+                if ask == b"M" {
+                    assert_eq!(first.value("x-head").as_deref(), Some("h"));
+                    assert_eq!(blocks[1].value("x-tail").as_deref(), Some("t"));
+                }
+                stream += 2;
+            }
+            // Server streaming too.
+            let message = prost::Message::encode_to_vec(&b"xyz".to_vec());
+            conn.recv(
+                &client.request(stream, "/test.S/Split", &message),
+                Instant::now(),
+            );
+            hear(&mut conn, &mut client);
+            let heard = client.take_heard();
+            assert_eq!(heard.status(stream), Some("0"), "round {round} split");
+            assert_eq!(heard.messages_on(stream).len(), 3);
+            stream += 2;
+            // The client changes its table size.
+            let params: Vec<(u16, u32)> = size.iter().map(|&s| (HEADER_TABLE_SIZE, s)).collect();
+            for &s in size.iter() {
+                client.reader().decoder_mut().set_max_table_size(s as usize);
+            }
+            conn.recv(&Frame::settings(&params).to_bytes(), Instant::now());
+            hear(&mut conn, &mut client);
+            client.take_heard();
+        }
+    }
+
+    #[test]
+    fn an_answer_with_metadata_leaves_none_to_the_next_calls_error() {
+        let mut conn = connection();
+        let mut client = Client::new();
+        conn.recv(&Client::handshake(&[]), Instant::now());
+        hear(&mut conn, &mut client);
+        // A unary answer with response metadata, sent whole.
+        let (heard, _) = echo(&mut conn, &mut client, 1, b"M", &[]);
+        assert_eq!(heard.status(1), Some("0"));
+        let field = |heard: &pajamax_test_peer::Heard, name: &str| {
+            heard.blocks.iter().find_map(|block| block.value(name))
+        };
+        assert_eq!(field(&heard, "x-head").as_deref(), Some("h"));
+        // Then calls answered with a status before any handler runs: an
+        // unknown method, and a deadline already passed. Neither may carry
+        // the metadata of the call before.
+        let message = prost::Message::encode_to_vec(&b"a".to_vec());
+        conn.recv(&client.request(3, "/test.S/Nope", &message), Instant::now());
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        assert_eq!(heard.status(3), Some("12"));
+        assert_eq!(field(&heard, "x-head"), None, "{:?}", heard.blocks);
+        assert_eq!(field(&heard, "x-tail"), None, "{:?}", heard.blocks);
+        let (heard, _) = echo(&mut conn, &mut client, 5, b"a", &[("grpc-timeout", "0n")]);
+        assert_eq!(heard.status(5), Some("4"));
+        assert_eq!(field(&heard, "x-head"), None, "{:?}", heard.blocks);
+        assert_eq!(field(&heard, "x-tail"), None, "{:?}", heard.blocks);
     }
 }

@@ -1599,3 +1599,38 @@ fn a_wait_whose_own_window_shut_meanwhile_is_not_told_writable() {
     assert_eq!(peer.conn.send_window(3), 10);
     assert_eq!(peer.conn.held_bytes(), 0);
 }
+
+#[test]
+fn fields_with_bytes_rfc_9113_forbids_are_malformed() {
+    // RFC 9113 section 8.2.1: no NUL, CR or LF in a value, no leading or
+    // trailing white space, no control bytes, space or colon (past the
+    // first byte of a pseudo-header) in a name; such a request is
+    // malformed, a stream error of type PROTOCOL_ERROR.
+    let cases: [(&str, &str); 6] = [
+        ("x-a", "one\r\nx-injected: two"),
+        ("x-a", "nul\0byte"),
+        ("x-a", " padded"),
+        ("x a", "1"),
+        ("x:a", "1"),
+        ("x-\u{7f}", "1"),
+    ];
+    for (name, value) in cases {
+        let mut peer = Peer::default();
+        let block = peer.block(&[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", "/a"),
+            (name, value),
+        ]);
+        let events = peer.feed(&Frame::headers(1, &block, true).to_bytes());
+        assert!(
+            events.is_empty(),
+            "{name:?}: {value:?} reached the consumer"
+        );
+        assert_eq!(
+            rst_reason(&peer.take_frames(), 1),
+            Some(Reason::PROTOCOL_ERROR),
+            "{name:?}: {value:?}"
+        );
+    }
+}

@@ -224,8 +224,9 @@ pub struct FieldInfo {
     /// is a gRPC content type (`application/grpc`, `+format` or
     /// `;parameters` after it).
     pub flag: bool,
-    /// A problem with the name itself (empty, upper case): the request is
-    /// malformed wherever the field is.
+    /// A problem with the field's bytes (an empty name, upper case or
+    /// other bytes a name may not hold, NUL, CR or LF in the value, white
+    /// space around it): the request is malformed wherever the field is.
     pub name_problem: Option<&'static str>,
     /// A problem with this field in a request (an unknown pseudo-header, an
     /// empty `:path`, a connection-specific field, a `te` other than
@@ -308,6 +309,24 @@ const fn parse_decimal(value: &[u8]) -> Option<u64> {
     Some(n)
 }
 
+/// What makes a field value invalid in HTTP/2 (RFC 9113 section 8.2.1):
+/// NUL, CR or LF anywhere, or white space at either end.
+const fn value_problem(value: &[u8]) -> Option<&'static str> {
+    let mut i = 0;
+    while i < value.len() {
+        if matches!(value[i], 0 | b'\r' | b'\n') {
+            return Some("NUL, CR or LF in a header value");
+        }
+        i += 1;
+    }
+    if let (Some(&first), Some(&last)) = (value.first(), value.last()) {
+        if matches!(first, b' ' | b'\t') || matches!(last, b' ' | b'\t') {
+            return Some("white space around a header value");
+        }
+    }
+    None
+}
+
 /// Classifies a request field by its name and value (RFC 9113 sections
 /// 8.2 and 8.3, and the gRPC fields).
 ///
@@ -326,11 +345,22 @@ pub const fn classify(name: &[u8], value: &[u8]) -> FieldInfo {
     }
     let mut i = 0;
     while i < name.len() {
-        if name[i].is_ascii_uppercase() {
+        let b = name[i];
+        if b.is_ascii_uppercase() {
             info.name_problem = Some("upper-case header name");
             return info;
         }
+        // RFC 9113 section 8.2.1: no control bytes, space, DEL or bytes
+        // past ASCII, and a colon only to start a pseudo-header.
+        if b <= 0x20 || b >= 0x7f || (b == b':' && i > 0) {
+            info.name_problem = Some("invalid byte in a header name");
+            return info;
+        }
         i += 1;
+    }
+    if let Some(problem) = value_problem(value) {
+        info.name_problem = Some(problem);
+        return info;
     }
     if name[0] == b':' {
         if eq(name, b":method") {

@@ -348,3 +348,73 @@ async fn clients_that_close_right_after_their_request_are_let_go() {
     good_client_is_served(&server).await;
     stop(server).await;
 }
+
+/// A call answered from another thread (`ctx.defer()`) whose client shut
+/// its sending half right after the request still gets its answer: the
+/// peer's FIN ends what it sends, not what it reads (as for a server
+/// stream, `a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whole`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_call_asked_for_right_before_the_clients_fin_is_answered() {
+    let server = server(pajamax::Server::builder());
+    let addr = server.local_addr();
+    let request = ProbeRequest {
+        text: "later".into(),
+        sleep_ms: 200,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let heard = blocking(move || {
+        let mut peer = RawPeer::connect(addr);
+        let mut bytes = pajamax_test_peer::frame::handshake(&[]);
+        bytes.extend(peer.request(1, "/test.Probe/Defer", &request));
+        peer.send(&bytes);
+        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+        peer.listen(Duration::from_secs(5), |h| h.closed)
+    })
+    .await;
+    assert_eq!(heard.statuses, [(1, "0".to_string())], "{heard:?}");
+    assert!(heard.closed, "the connection was kept: {heard:?}");
+    good_client_is_served(&server).await;
+    stop(server).await;
+}
+
+/// Unary answers larger than the socket takes at once, asked for right
+/// before the client's FIN, all arrive: the calls are over on the server's
+/// side (their answers are in the output), but the output still waits for
+/// the client to read it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unary_answers_still_waiting_for_the_socket_at_the_clients_fin_all_arrive() {
+    const CALLS: u32 = 40;
+    const SIZE: u32 = 500_000;
+    // Every answer is made at once, into the output (reading is not
+    // paused): far more than the socket takes before the client reads.
+    let server = server(pajamax::Server::builder().max_pending_output(64 << 20));
+    let addr = server.local_addr();
+    let heard = blocking(move || {
+        let mut peer = RawPeer::connect(addr);
+        // Windows for every answer: the client need not send anything more.
+        let mut bytes =
+            pajamax_test_peer::frame::handshake(&[(setting::INITIAL_WINDOW_SIZE, 1 << 20)]);
+        pajamax_test_peer::frame::Frame::window_update(0, 64 << 20).write(&mut bytes);
+        for i in 0..CALLS {
+            bytes.extend(peer.request(2 * i + 1, "/test.Probe/Echo", &echo_request(SIZE)));
+        }
+        peer.send(&bytes);
+        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+        // Reads only later: the server meets the FIN with answers waiting.
+        std::thread::sleep(Duration::from_millis(500));
+        peer.listen(Duration::from_secs(20), |h| h.closed)
+    })
+    .await;
+    assert_eq!(
+        heard.statuses.len(),
+        CALLS as usize,
+        "{} bytes of DATA heard, closed: {}",
+        heard.data_bytes,
+        heard.closed
+    );
+    assert!(heard.statuses.iter().all(|(_, status)| status == "0"));
+    assert!(heard.closed, "the connection was kept");
+    good_client_is_served(&server).await;
+    stop(server).await;
+}

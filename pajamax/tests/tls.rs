@@ -626,3 +626,217 @@ async fn graceful_shutdown_over_tls_answers_the_call_in_flight() {
     let reply = slow.await.unwrap().expect("the call in flight is answered");
     assert_eq!(reply.get_ref().text, "slow");
 }
+
+/// Over a new raw TLS connection that trusts `ca`: sends the preface (with
+/// `settings` and a connection WINDOW_UPDATE of `window` when not 0) and
+/// `requests` (made with the connection's HPACK context), then close_notify
+/// and a FIN, and reads only after `pause`: what the server sent until it
+/// closed (or 20 s passed).
+fn ask_then_close_notify_and_fin(
+    addr: SocketAddr,
+    ca: &str,
+    settings: &[(u16, u32)],
+    window: u32,
+    requests: impl FnOnce(&mut pajamax_test_peer::Client) -> Vec<u8>,
+    pause: Duration,
+) -> pajamax_test_peer::Heard {
+    let mut client = raw_client(ca, &[b"h2"]);
+    let mut socket = raw_handshake(addr, &mut client).expect("TLS handshake");
+    let mut h2 = pajamax_test_peer::Client::new();
+    let mut bytes = pajamax_test_peer::Client::handshake(settings);
+    if window > 0 {
+        pajamax_test_peer::frame::Frame::window_update(0, window).write(&mut bytes);
+    }
+    bytes.extend(requests(&mut h2));
+    client.writer().write_all(&bytes).unwrap();
+    client.send_close_notify();
+    while client.wants_write() {
+        client.write_tls(&mut socket).unwrap();
+    }
+    socket.shutdown(std::net::Shutdown::Write).unwrap();
+    std::thread::sleep(pause);
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut buf = vec![0; 64 << 10];
+    'reading: loop {
+        match client.read_tls(&mut socket) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let state = match client.process_new_packets() {
+            Ok(state) => state,
+            Err(_) => break,
+        };
+        let mut left = state.plaintext_bytes_to_read();
+        while left > 0 {
+            let n = client.reader().read(&mut buf).unwrap();
+            h2.receive(&buf[..n]).unwrap();
+            left -= n;
+        }
+        if state.peer_has_closed() {
+            break 'reading;
+        }
+    }
+    h2.take_heard()
+}
+
+/// A client that sends close_notify and its FIN right after its requests
+/// still gets every answer it asked for, as on a plain connection: a
+/// server stream, a call answered from another thread, and unary answers
+/// larger than the socket takes at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_asked_for_right_before_close_notify_and_fin_all_arrive() {
+    let pki = Pki::new("fin-ca");
+    let server = start(
+        tls_config(&pki.server("localhost")),
+        pajamax::Server::builder().max_pending_output(64 << 20),
+    );
+    let addr = server.local_addr();
+    let ca = pki.ca_pem();
+
+    // A server stream of some 32 KiB, within the default windows.
+    let ask = Ask {
+        count: 2000,
+        size: 10,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    let ca_ = ca.clone();
+    let heard = tokio::task::spawn_blocking(move || {
+        ask_then_close_notify_and_fin(
+            addr,
+            &ca_,
+            &[],
+            0,
+            |h2| h2.request(1, "/test.Streams/Count", &ask),
+            Duration::ZERO,
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        heard.statuses,
+        [(1, "0".to_string())],
+        "server stream: {} bytes",
+        heard.data_bytes
+    );
+    assert_eq!(heard.messages_on(1).len(), 2000);
+
+    // A call answered from another thread.
+    let deferred = common::ProbeRequest {
+        text: "later".into(),
+        sleep_ms: 200,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let ca_ = ca.clone();
+    let heard = tokio::task::spawn_blocking(move || {
+        ask_then_close_notify_and_fin(
+            addr,
+            &ca_,
+            &[],
+            0,
+            |h2| h2.request(1, "/test.Probe/Defer", &deferred),
+            Duration::ZERO,
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        heard.statuses,
+        [(1, "0".to_string())],
+        "deferred: {heard:?}"
+    );
+
+    // 40 unary answers of 500 KB, far more than the socket takes before
+    // the client reads.
+    let echo = common::ProbeRequest {
+        text: "big".into(),
+        reply_size: 500_000,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let heard = tokio::task::spawn_blocking(move || {
+        ask_then_close_notify_and_fin(
+            addr,
+            &ca,
+            &[(4, 1 << 20)], // SETTINGS_INITIAL_WINDOW_SIZE
+            64 << 20,
+            |h2| {
+                let mut bytes = Vec::new();
+                for i in 0..40 {
+                    bytes.extend(h2.request(2 * i + 1, "/test.Probe/Echo", &echo));
+                }
+                bytes
+            },
+            Duration::from_millis(500),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        heard.statuses.len(),
+        40,
+        "unary: {} bytes of DATA heard",
+        heard.data_bytes
+    );
+    assert!(heard.statuses.iter().all(|(_, status)| status == "0"));
+    tokio::task::spawn_blocking(move || server.shutdown())
+        .await
+        .unwrap();
+}
+
+/// A TLS connection past `max_connections` is told so as a plain one is:
+/// its handshake goes through, then a GOAWAY and the close, at once (not
+/// after the handshake timeout, with its handshake left hanging).
+#[test]
+fn a_tls_connection_past_the_limit_gets_goaway_at_once() {
+    let pki = Pki::new("limit CA");
+    let server = start(
+        tls_config(&pki.server("localhost")),
+        pajamax::Server::builder()
+            .max_connections(1)
+            .handshake_timeout(Duration::from_secs(60)),
+    );
+    let addr = server.local_addr();
+    let mut first = raw_client(&pki.ca_pem(), &[b"h2"]);
+    let _held = raw_handshake(addr, &mut first).expect("the first connection");
+
+    let mut client = raw_client(&pki.ca_pem(), &[b"h2"]);
+    let mut socket = raw_handshake(addr, &mut client)
+        .expect("the connection past the limit still completes its handshake");
+    let mut h2 = pajamax_test_peer::Client::new();
+    let mut tls = rustls::Stream::new(&mut client, &mut socket);
+    tls.write_all(&pajamax_test_peer::Client::handshake(&[]))
+        .unwrap();
+    let mut buf = vec![0; 16 << 10];
+    while h2.heard().goaway.is_none() {
+        let n = tls.read(&mut buf).expect("the server says GOAWAY");
+        assert!(n > 0, "closed without a GOAWAY");
+        h2.receive(&buf[..n]).unwrap();
+    }
+    assert_eq!(h2.heard().goaway, Some(pajamax_test_peer::ErrorCode(0)));
+    drop(_held);
+    server.shutdown();
+}
+
+/// A client that closes its sending half in the middle of its handshake is
+/// let go at once, not after the handshake timeout.
+#[test]
+fn a_client_that_closes_in_the_handshake_is_let_go_at_once() {
+    let pki = Pki::new("test CA");
+    let server = start(
+        tls_config(&pki.server("server")),
+        pajamax::Server::builder().handshake_timeout(Duration::from_secs(60)),
+    );
+    let mut hello = Vec::new();
+    raw_client(&pki.ca_pem(), &[b"h2"])
+        .write_tls(&mut hello)
+        .unwrap();
+    let mut half = TcpStream::connect(server.local_addr()).unwrap();
+    half.write_all(&hello[..hello.len() / 2]).unwrap();
+    half.shutdown(std::net::Shutdown::Write).unwrap();
+    wait_closed(&mut half, Duration::from_secs(20));
+    server.shutdown();
+}

@@ -374,6 +374,16 @@ impl GrpcConnection {
         self.h2.open_streams() == 0
     }
 
+    /// Whether a call served on another thread may still send answer
+    /// parts without hearing from the client again: its request has ended
+    /// and nothing of its answer waits for the client's windows.
+    pub fn awaits_other_threads(&self) -> bool {
+        self.calls.values().any(|call| {
+            matches!(&call.state, State::Remote(remote)
+                if !remote.incoming && remote.backlog.is_empty() && remote.finish.is_none())
+        })
+    }
+
     /// Request bytes the calls hold now.
     pub fn buffered_request_bytes(&self) -> usize {
         self.buffered

@@ -572,7 +572,10 @@ fn serve(
         if conn.lingering_since.is_some() {
             return linger(conn);
         }
-        if conn.grpc.is_closed() {
+        if conn.grpc.is_closed() && !tls_handshaking(conn) {
+            // A TLS connection closed before its handshake ended (one past
+            // `max_connections`) reads on: its GOAWAY goes once the
+            // handshake is over.
             break;
         }
         reads += 1;
@@ -602,7 +605,11 @@ fn serve(
         let read = conn.socket.read(&mut buf[kept..]).map(|n| (n, n < room));
         let (n, drained) = match read {
             Ok((0, _)) => {
-                if conn.grpc.is_idle() || conn.grpc.is_closed() {
+                // Output that waits can still leave, unless the TLS
+                // handshake it waits for can no longer end.
+                if (conn.grpc.is_idle() || conn.grpc.is_closed())
+                    && (!output_waits(conn) || tls_handshaking(conn))
+                {
                     return Outcome::Closed;
                 }
                 // The peer is done sending, not necessarily reading: the
@@ -614,8 +621,16 @@ fn serve(
             Err(err) => {
                 keep_input(conn, &buf[..kept]);
                 match err.kind() {
-                    io::ErrorKind::WouldBlock => break,
-                    io::ErrorKind::Interrupted => continue,
+                    // With the peer's FIN in, a read that brought only TLS
+                    // handshake bytes is not the end: no event follows
+                    // for the FIN, so the next read has to find it.
+                    io::ErrorKind::WouldBlock if !conn.read_closed => break,
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => {
+                        if reads == READS_PER_TURN {
+                            again.push(slot);
+                        }
+                        continue;
+                    }
                     // A TLS error: the alert is sent, the writing half
                     // shut down.
                     #[cfg(feature = "tls")]
@@ -655,6 +670,7 @@ fn serve(
         && !output_waits(conn)
         && !conn.grpc.wants_to_produce()
         && conn.grpc.poll_timeout().is_none()
+        && !conn.grpc.awaits_other_threads()
     {
         // Nothing more goes out without the peer, which can no longer
         // open its windows or send: done.
@@ -776,6 +792,17 @@ fn record_peaks(conn: &mut Conn, counted: &mut Counted, shared: &Shared) {
 fn read_buffer(config: &RuntimeConfig) -> usize {
     let frame = config.grpc.h2.max_frame_size as usize + 1024;
     frame.max(config.read_buffer_size)
+}
+
+/// Whether the connection's TLS handshake is still going on.
+#[inline]
+fn tls_handshaking(conn: &Conn) -> bool {
+    #[cfg(feature = "tls")]
+    if conn.tls.as_ref().is_some_and(|tls| tls.is_handshaking()) {
+        return true;
+    }
+    let _ = conn;
+    false
 }
 
 /// Whether answer bytes wait for the socket: the codec's output, or

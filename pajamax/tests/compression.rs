@@ -451,3 +451,44 @@ fn bad_compression_gets_a_clear_status() {
     assert_eq!(heard.status(1), Some("0"));
     server.shutdown();
 }
+
+/// RFC 1952 allows a gzip file of several members, one after another, and
+/// gzip readers (Go's `gzip.Reader`, which grpc-go uses) inflate them all:
+/// the message is the members' contents joined. Bytes after the last
+/// member that are not a member are an error, not ignored.
+#[test]
+fn a_gzip_message_of_several_members_is_inflated_whole() {
+    let server = start(false);
+    let addr = server.local_addr();
+    let request = Look {
+        request_compressed: false,
+        blob: (0..4000u32).map(|i| b'a' + (i % 26) as u8).collect(),
+    };
+    let encoded = request.encode_to_vec();
+    let (first, second) = encoded.split_at(encoded.len() / 2);
+    let mut members = gzip(first);
+    members.extend(gzip(second));
+    let wire = raw_call(
+        addr,
+        "Look",
+        &[("grpc-encoding", "gzip")],
+        &compressed_message(&members),
+    );
+    assert_eq!(wire.heard.status(1), Some("0"), "{:?}", wire.heard.blocks);
+    assert_eq!(wire.messages.len(), 1);
+    let answer = Look::decode(&wire.messages[0].1[..]).unwrap();
+    assert_eq!(answer.blob, request.blob, "every member is inflated");
+
+    // One member and then bytes that are no gzip member: INTERNAL.
+    let mut trailing = gzip(&encoded);
+    trailing.extend(b"not a gzip member");
+    let heard = raw_call(
+        addr,
+        "Look",
+        &[("grpc-encoding", "gzip")],
+        &compressed_message(&trailing),
+    )
+    .heard;
+    assert_eq!(heard.status(1), Some("13"), "INTERNAL");
+    server.shutdown();
+}

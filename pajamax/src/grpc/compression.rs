@@ -11,7 +11,7 @@
 
 use crate::grpc::framing::PREFIX_LEN;
 use crate::grpc::status::Status;
-use flate2::read::GzDecoder;
+use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
 use std::io::{Read, Write};
 
@@ -57,6 +57,7 @@ pub(crate) fn accepts_gzip(value: &[u8]) -> bool {
 /// Inflates the compressed message framed at the start of `framed` (its
 /// prefix included) into `out`, framed again without compression and
 /// replacing what `out` held; reads at most `limit` bytes of the message.
+/// Every gzip member is inflated, as gzip readers do (RFC 1952 section 2.2).
 ///
 /// # Errors
 ///
@@ -65,7 +66,7 @@ pub(crate) fn accepts_gzip(value: &[u8]) -> bool {
 pub(crate) fn inflate_framed(framed: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), Status> {
     out.clear();
     out.extend_from_slice(&[0; PREFIX_LEN]);
-    let mut decoder = GzDecoder::new(&framed[PREFIX_LEN..]).take(limit as u64 + 1);
+    let mut decoder = MultiGzDecoder::new(&framed[PREFIX_LEN..]).take(limit as u64 + 1);
     decoder
         .read_to_end(out)
         .map_err(|err| Status::internal(format!("invalid gzip message: {err}")))?;

@@ -139,6 +139,12 @@ pub struct Connection {
     config: Config,
     preface_seen: bool,
     settings_seen: bool,
+    /// The client acknowledged the server's SETTINGS: until then it may
+    /// still send within the default stream window (RFC 9113 section 6.9.3).
+    settings_acked: bool,
+    /// The receive window a stream the client opens starts with: the
+    /// configured one, or the default if larger until the SETTINGS ACK.
+    opening_window: u32,
     decoder: Decoder,
     peer: PeerSettings,
     streams: Streams,
@@ -171,6 +177,8 @@ impl Connection {
         Connection {
             preface_seen: false,
             settings_seen: false,
+            settings_acked: false,
+            opening_window: recv_flow::opening_window(config.initial_stream_window, false),
             decoder: Decoder::new(4096),
             peer: PeerSettings::new(),
             streams: Streams::new(),
@@ -579,7 +587,7 @@ impl Connection {
         }
         let mut stream = Stream::new(
             end_stream,
-            self.config.initial_stream_window,
+            self.opening_window,
             self.peer.initial_window,
             self.batch,
         );
@@ -630,6 +638,11 @@ impl Connection {
     ) -> Result<(), Error> {
         let settings = Settings::load(head, body)?;
         if let Settings::Ack = settings {
+            if !self.settings_acked {
+                self.settings_acked = true;
+                self.opening_window = self.config.initial_stream_window;
+                recv_flow::settings_acked(&mut self.streams, self.config.initial_stream_window);
+            }
             return Ok(());
         }
         let initial_window = self.peer.initial_window;

@@ -1331,6 +1331,8 @@ fn stream_window_opens_only_for_released_bytes() {
         initial_stream_window: 1000,
         ..Config::default()
     });
+    // The window below the default holds once the client has seen it.
+    peer.feed(&Frame::settings_ack().to_bytes());
     let mut bytes = peer.headers_frame(1, false);
     bytes.extend(data(1, &[7; 600], false));
     peer.feed(&bytes);
@@ -1366,6 +1368,7 @@ fn padding_is_released_at_once() {
         initial_stream_window: 1000,
         ..Config::default()
     });
+    peer.feed(&Frame::settings_ack().to_bytes());
     let padded = Frame::data(1, &[1; 100], false).padded(200).to_bytes();
     let mut bytes = peer.headers_frame(1, false);
     for _ in 0..3 {
@@ -1633,4 +1636,45 @@ fn fields_with_bytes_rfc_9113_forbids_are_malformed() {
             "{name:?}: {value:?}"
         );
     }
+}
+
+/// RFC 9113 section 6.9.3: a server whose SETTINGS lower the stream window
+/// below the default must take what a client sends within the default
+/// before it has seen them (gRPC clients send a request's body right after
+/// the preface); the lower window holds once the client acknowledged it.
+#[test]
+fn a_stream_window_below_the_default_holds_once_the_client_acknowledged_it() {
+    let mut peer = Peer::new(Config {
+        initial_stream_window: 1000,
+        ..Config::default()
+    });
+    // Sent before the client read the server's SETTINGS: within 65,535.
+    let mut bytes = peer.headers_frame(1, false);
+    bytes.extend(data(1, &[7; 10_000], false));
+    peer.feed(&bytes);
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        None,
+        "within the default window the client may still assume"
+    );
+    peer.feed(&Frame::settings_ack().to_bytes());
+    // The client's window on stream 1 is now 1000 - 10,000; once the
+    // 10,000 bytes are released it opens back to 1000, and no further.
+    peer.conn.release_capacity(1, 10_000);
+    assert_eq!(window_updates(&peer.take_frames(), 1), vec![10_000]);
+    peer.feed(&data(1, &[7; 1000], false));
+    assert_eq!(rst_reason(&peer.take_frames(), 1), None);
+    peer.feed(&data(1, &[7; 1], false));
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        Some(Reason::FLOW_CONTROL_ERROR)
+    );
+    // A stream opened after the acknowledgement has the lower window.
+    let mut bytes = peer.headers_frame(3, false);
+    bytes.extend(data(3, &[7; 1001], false));
+    peer.feed(&bytes);
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 3),
+        Some(Reason::FLOW_CONTROL_ERROR)
+    );
 }

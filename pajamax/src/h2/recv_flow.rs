@@ -4,7 +4,7 @@
 
 use crate::h2::error::Error;
 use crate::h2::frame::{self, Reason};
-use crate::h2::streams::Stream;
+use crate::h2::streams::{Stream, Streams};
 
 /// The size of every window before SETTINGS change it.
 pub(crate) const DEFAULT_WINDOW: u32 = 65_535;
@@ -91,5 +91,29 @@ pub(crate) fn replenish_stream(stream: &mut Stream, id: u32, initial: u32, out: 
         frame::write_window_update(out, id, increment as u32);
         // Up to the initial window at most, which fits an i32.
         stream.recv_window += increment as i32;
+    }
+}
+
+/// The receive window of a stream the client opens now. Before the client
+/// acknowledged the server's SETTINGS it may still assume the default
+/// window, so a lower `initial` holds only from then on (RFC 9113 section
+/// 6.9.3).
+pub(crate) fn opening_window(initial: u32, settings_acked: bool) -> u32 {
+    if settings_acked {
+        initial
+    } else {
+        initial.max(DEFAULT_WINDOW)
+    }
+}
+
+/// The client acknowledged the server's SETTINGS: the streams opened
+/// before, with the default window, take the lower `initial` window from
+/// now on (theirs may turn negative, as the client's view of it does).
+pub(crate) fn settings_acked(streams: &mut Streams, initial: u32) {
+    if initial < DEFAULT_WINDOW {
+        let lower = (DEFAULT_WINDOW - initial) as i32;
+        for stream in streams.values_mut() {
+            stream.recv_window = stream.recv_window.saturating_sub(lower);
+        }
     }
 }

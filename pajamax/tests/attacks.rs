@@ -363,15 +363,7 @@ async fn a_deferred_call_asked_for_right_before_the_clients_fin_is_answered() {
         ..Default::default()
     }
     .encode_to_vec();
-    let heard = blocking(move || {
-        let mut peer = RawPeer::connect(addr);
-        let mut bytes = pajamax_test_peer::frame::handshake(&[]);
-        bytes.extend(peer.request(1, "/test.Probe/Defer", &request));
-        peer.send(&bytes);
-        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
-        peer.listen(Duration::from_secs(5), |h| h.closed)
-    })
-    .await;
+    let heard = blocking(move || RawPeer::ask_then_fin(addr, "/test.Probe/Defer", &request)).await;
     assert_eq!(heard.statuses, [(1, "0".to_string())], "{heard:?}");
     assert!(heard.closed, "the connection was kept: {heard:?}");
     good_client_is_served(&server).await;

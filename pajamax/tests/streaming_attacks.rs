@@ -276,12 +276,7 @@ async fn a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whol
     }
     .encode_to_vec();
     let heard = tokio::task::spawn_blocking(move || {
-        let mut peer = RawPeer::connect(addr);
-        let mut bytes = pajamax_test_peer::frame::handshake(&[]);
-        bytes.extend(peer.request(1, "/test.Streams/Count", &request));
-        peer.send(&bytes);
-        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
-        peer.listen(Duration::from_secs(5), |h| h.closed)
+        RawPeer::ask_then_fin(addr, "/test.Streams/Count", &request)
     })
     .await
     .unwrap();
@@ -302,12 +297,7 @@ async fn a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whol
     }
     .encode_to_vec();
     let heard = tokio::task::spawn_blocking(move || {
-        let mut peer = RawPeer::connect(addr);
-        let mut bytes = pajamax_test_peer::frame::handshake(&[]);
-        bytes.extend(peer.request(1, "/test.Streams/Count", &request));
-        peer.send(&bytes);
-        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
-        peer.listen(Duration::from_secs(5), |h| h.closed)
+        RawPeer::ask_then_fin(addr, "/test.Streams/Count", &request)
     })
     .await
     .unwrap();

@@ -627,6 +627,24 @@ async fn graceful_shutdown_over_tls_answers_the_call_in_flight() {
     assert_eq!(reply.get_ref().text, "slow");
 }
 
+/// [`ask_then_close_notify_and_fin`] with one request, for `path` with
+/// `message` on stream 1, the default settings and windows, and no pause.
+fn ask_one_then_close_notify_and_fin(
+    addr: SocketAddr,
+    ca: &str,
+    path: &str,
+    message: &[u8],
+) -> pajamax_test_peer::Heard {
+    ask_then_close_notify_and_fin(
+        addr,
+        ca,
+        &[],
+        0,
+        |h2| h2.request(1, path, message),
+        Duration::ZERO,
+    )
+}
+
 /// Over a new raw TLS connection that trusts `ca`: sends the preface (with
 /// `settings` and a connection WINDOW_UPDATE of `window` when not 0) and
 /// `requests` (made with the connection's HPACK context), then close_notify
@@ -704,14 +722,7 @@ async fn answers_asked_for_right_before_close_notify_and_fin_all_arrive() {
     .encode_to_vec();
     let ca_ = ca.clone();
     let heard = tokio::task::spawn_blocking(move || {
-        ask_then_close_notify_and_fin(
-            addr,
-            &ca_,
-            &[],
-            0,
-            |h2| h2.request(1, "/test.Streams/Count", &ask),
-            Duration::ZERO,
-        )
+        ask_one_then_close_notify_and_fin(addr, &ca_, "/test.Streams/Count", &ask)
     })
     .await
     .unwrap();
@@ -732,14 +743,7 @@ async fn answers_asked_for_right_before_close_notify_and_fin_all_arrive() {
     .encode_to_vec();
     let ca_ = ca.clone();
     let heard = tokio::task::spawn_blocking(move || {
-        ask_then_close_notify_and_fin(
-            addr,
-            &ca_,
-            &[],
-            0,
-            |h2| h2.request(1, "/test.Probe/Defer", &deferred),
-            Duration::ZERO,
-        )
+        ask_one_then_close_notify_and_fin(addr, &ca_, "/test.Probe/Defer", &deferred)
     })
     .await
     .unwrap();

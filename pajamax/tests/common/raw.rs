@@ -96,6 +96,19 @@ impl RawPeer {
         Heard::from(&self.inner.listen(timeout, |h| done(&Heard::from(h))))
     }
 
+    /// Connects, sends the preface and a request for `path` with
+    /// `message` on stream 1, shuts its sending half at once (the FIN right
+    /// behind the request), and reads until the server closes (5 s at
+    /// most).
+    pub fn ask_then_fin(addr: SocketAddr, path: &str, message: &[u8]) -> Heard {
+        let mut peer = RawPeer::connect(addr);
+        let mut bytes = pajamax_test_peer::frame::handshake(&[]);
+        bytes.extend(peer.request(1, path, message));
+        peer.send(&bytes);
+        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+        peer.listen(Duration::from_secs(5), |h| h.closed)
+    }
+
     /// Reads until the server's GOAWAY (or close) and returns its code.
     pub fn expect_goaway(&mut self) -> Heard {
         let heard = self.listen(Duration::from_secs(20), |h| h.goaway.is_some());

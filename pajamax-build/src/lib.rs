@@ -673,7 +673,7 @@ message HelloReply { string message = 1; }
             "pub mod greeter_server {",
             "/// The greeting service.",
             "/// Sends a greeting.",
-            "pub trait Greeter: Send + Sync + 'static {",
+            "pub trait Greeter: ::core::marker::Send + ::core::marker::Sync + 'static {",
             "fn say_hello(",
             "fn say_hello_with_context(",
             "pub const SERVICE_NAME: &str = \"helloworld.Greeter\";",
@@ -981,8 +981,12 @@ message Value { double value = 1; }
         )
         .unwrap();
         assert!(code.contains("pub trait DictStoreShard {"), "{code}");
-        assert!(code.contains("pub trait DictStoreDispatch: Send + Sync + 'static {"));
-        assert!(code.contains("pub trait Greeter: Send + Sync + 'static {"));
+        assert!(code.contains(
+            "pub trait DictStoreDispatch: ::core::marker::Send + ::core::marker::Sync + 'static {"
+        ));
+        assert!(code.contains(
+            "pub trait Greeter: ::core::marker::Send + ::core::marker::Sync + 'static {"
+        ));
         assert!(!code.contains("pub trait DictStore:"));
         fs::remove_dir_all(dir).unwrap();
     }
@@ -1008,7 +1012,9 @@ message Value { double value = 1; }
         )
         .unwrap();
         assert!(code.contains("pub trait DictStoreShard {"));
-        assert!(code.contains("pub trait Greeter: Send + Sync + 'static {"));
+        assert!(code.contains(
+            "pub trait Greeter: ::core::marker::Send + ::core::marker::Sync + 'static {"
+        ));
         assert!(!code.contains("GreeterShard"));
 
         // Local is the default.

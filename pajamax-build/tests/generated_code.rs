@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The fixture files, as `(path in the crate, contents)`.
-const FILES: [(&str, &str); 6] = [
+const FILES: [(&str, &str); 7] = [
     ("build.rs", include_str!("generated/build.rs")),
     ("src/lib.rs", include_str!("generated/lib.rs")),
     ("src/bin/private.rs", include_str!("generated/private.rs")),
@@ -26,6 +26,7 @@ const FILES: [(&str, &str); 6] = [
         include_str!("generated/routeguide.proto"),
     ),
     ("proto/feed.proto", include_str!("generated/feed.proto")),
+    ("proto/names.proto", include_str!("generated/names.proto")),
 ];
 
 fn workspace() -> PathBuf {

@@ -454,7 +454,7 @@ pub(crate) fn generate(code: &ServiceCode<'_>) -> (TokenStream, Problems) {
         }
 
         #dispatch_doc
-        pub trait #dispatch: Send + Sync + 'static {
+        pub trait #dispatch: ::core::marker::Send + ::core::marker::Sync + 'static {
             #dispatch_to_doc
             fn dispatch_to(&self, request: &#request) -> &pajamax::dispatch::Sender<#call>;
         }

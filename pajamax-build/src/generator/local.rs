@@ -305,7 +305,8 @@ pub(crate) fn generate(code: &ServiceCode<'_>) -> (TokenStream, Problems) {
     let trait_doc = trait_doc(code);
     let items = quote! {
         #trait_doc
-        pub trait #trait_name: Send + Sync + 'static {
+        // The marker traits by path: a service may be named `Send` or `Sync`.
+        pub trait #trait_name: ::core::marker::Send + ::core::marker::Sync + 'static {
             #(#handlers)*
         }
     };

@@ -163,10 +163,16 @@ pub(crate) fn generate_service(service: &Service, mode: ServiceMode) -> Generate
 /// A type path from prost-build (relative to the package module) as seen from
 /// the server module one level below it.
 ///
-/// `()` (what prost maps `google.protobuf.Empty` to) and absolute paths such
-/// as `::prost_types::Timestamp` or `crate::common::Id` stay as they are.
+/// `()` (what prost maps `google.protobuf.Empty` to), the primitive types
+/// prost maps the wrappers `google.protobuf.BoolValue`, `Int32Value`, ...
+/// to, and absolute paths such as `::prost_types::Timestamp` or
+/// `crate::common::Id` stay as they are.
 pub(crate) fn type_path(prost_path: &str) -> String {
-    if prost_path == "()" || prost_path.starts_with("::") || prost_path.starts_with("crate::") {
+    const PRIMITIVES: [&str; 8] = ["()", "bool", "i32", "i64", "u32", "u64", "f32", "f64"];
+    if PRIMITIVES.contains(&prost_path)
+        || prost_path.starts_with("::")
+        || prost_path.starts_with("crate::")
+    {
         prost_path.to_owned()
     } else {
         format!("super::{prost_path}")

@@ -386,7 +386,11 @@ fn local_mode_has_a_handler_pair_per_method_of_each_kind() {
         assert!(f.default.is_some(), "{} has no default", f.sig.ident);
     }
     let supertraits = compact(&out.item_trait("RouteGuide").supertraits);
-    assert_eq!(supertraits, "Send+Sync+'static");
+    // By path: a service may be named `Send` or `Sync`.
+    assert_eq!(
+        supertraits,
+        "::core::marker::Send+::core::marker::Sync+'static"
+    );
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     assert!(out.compile_errors().is_empty());
 }
@@ -1171,7 +1175,9 @@ fn the_generator_follows_the_modes_and_appends() {
         .collect();
     assert_eq!(modules, ["dict_store_server", "greeter_server"]);
     assert!(buf.contains("pub trait DictStoreShard {"));
-    assert!(buf.contains("pub trait Greeter: Send + Sync + 'static {"));
+    assert!(
+        buf.contains("pub trait Greeter: ::core::marker::Send + ::core::marker::Sync + 'static {")
+    );
     assert!(!buf.contains("GreeterShard"));
 }
 
@@ -1180,6 +1186,10 @@ fn type_paths_are_seen_from_the_server_module() {
     assert_eq!(type_path("HelloRequest"), "super::HelloRequest");
     assert_eq!(type_path("super::other::Msg"), "super::super::other::Msg");
     assert_eq!(type_path("()"), "()");
+    // The wrappers prost maps to primitives (`google.protobuf.BoolValue`...).
+    for primitive in ["bool", "i32", "i64", "u32", "u64", "f32", "f64"] {
+        assert_eq!(type_path(primitive), primitive);
+    }
     assert_eq!(type_path("::prost_types::Any"), "::prost_types::Any");
     assert_eq!(type_path("crate::x::Y"), "crate::x::Y");
 }

@@ -13,6 +13,12 @@ pub mod feed {
     pajamax::include_proto!("feed");
 }
 
+/// The `names` package: services named `Send` (local mode) and `Sync`
+/// (dispatch mode), with wrapper types as requests and answers.
+pub mod names {
+    pajamax::include_proto!("names");
+}
+
 use feed::feed_server::{FeedCall, FeedDispatch, FeedRequest, FeedShard};
 use feed::{Item, Key};
 use pajamax::dispatch::Sender;

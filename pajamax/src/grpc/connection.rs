@@ -407,16 +407,17 @@ impl GrpcConnection {
         // event (which comes with input), not for the socket.
         (!self.ready.is_empty() && self.h2.held_bytes() < self.max_held)
             // Threads owed credit wait for the output to be written.
-            || (!self.touched.is_empty() && self.may_return_credit())
+            || self.credit_due()
     }
 
-    /// Whether the output is small enough for threads to get credit back:
-    /// answer bytes of threads that went into the output are only as good
-    /// as gone once the socket takes them, or a client that opens its
-    /// windows and never reads would have the output grow without end.
+    /// Whether threads are owed credit and the output is small enough for
+    /// it to go back: answer bytes of threads that went into the output are
+    /// only as good as gone once the socket takes them, or a client that
+    /// opens its windows and never reads would have the output grow without
+    /// end.
     #[inline]
-    fn may_return_credit(&self) -> bool {
-        self.h2.output().len() < self.produce_limit
+    fn credit_due(&self) -> bool {
+        !self.touched.is_empty() && self.h2.output().len() < self.produce_limit
     }
 
     /// When the connection next needs [`GrpcConnection::handle_timeout`]: a
@@ -1429,7 +1430,7 @@ impl GrpcConnection {
     /// for the client's windows; call again after writing while
     /// [`GrpcConnection::wants_to_produce`].
     pub fn produce(&mut self, now: Instant) {
-        if !self.touched.is_empty() && self.may_return_credit() {
+        if self.credit_due() {
             self.return_credit();
         }
         let mut turns = self.ready.len();
@@ -1584,16 +1585,17 @@ impl GrpcConnection {
                     );
                 }
                 call.response_bytes += bytes.len() as u64;
-                if !remote.backlog.is_empty() {
-                    remote.backlog.push_back(bytes);
-                } else if call.compress {
-                    if send_deflated(&mut self.h2, &mut self.deflated, stream, remote, &bytes) {
-                        self.touch(stream);
-                    } else {
-                        remote.backlog.push_back(bytes);
-                    }
-                } else if self.h2.send_data(stream, &bytes, false) > 0 {
-                    remote.unacked += bytes.len();
+                let compress = call.compress;
+                if remote.backlog.is_empty()
+                    && send_remote(
+                        &mut self.h2,
+                        &mut self.deflated,
+                        stream,
+                        remote,
+                        compress,
+                        &bytes,
+                    )
+                {
                     self.touch(stream);
                 } else {
                     remote.backlog.push_back(bytes);
@@ -1657,15 +1659,14 @@ impl GrpcConnection {
             return;
         };
         while let Some(bytes) = remote.backlog.pop_front() {
-            let taken = if call.compress {
-                send_deflated(&mut self.h2, &mut self.deflated, stream, remote, &bytes)
-            } else if self.h2.send_data(stream, &bytes, false) > 0 {
-                remote.unacked += bytes.len();
-                true
-            } else {
-                false
-            };
-            if !taken {
+            if !send_remote(
+                &mut self.h2,
+                &mut self.deflated,
+                stream,
+                remote,
+                call.compress,
+                &bytes,
+            ) {
                 remote.backlog.push_front(bytes);
                 return;
             }
@@ -1688,15 +1689,6 @@ impl GrpcConnection {
     #[inline]
     pub fn settle(&mut self, now: Instant) {
         if !self.touched.is_empty() || !self.ready.is_empty() {
-            self.settle_streams(now);
-        }
-    }
-
-    fn settle_streams(&mut self, now: Instant) {
-        if !self.touched.is_empty() && self.may_return_credit() {
-            self.return_credit();
-        }
-        if !self.ready.is_empty() {
             self.produce(now);
         }
     }
@@ -2016,17 +2008,27 @@ impl Drop for GrpcConnection {
     }
 }
 
-/// Sends the framed messages `bytes` of a call served on another thread,
-/// compressed; returns whether the stream took them. Their credit is owed
-/// to the thread at once (the stream's send buffer bounds what it holds),
-/// and goes back with the next credit returned: touch the stream.
-fn send_deflated(
+/// Sends the framed messages `bytes` of a call served on another thread
+/// (compressed if `compress`); returns whether the stream took them, all
+/// or none. Plain bytes count as unacknowledged until they leave the
+/// stream; compressed ones are owed to the thread at once (the stream's
+/// send buffer bounds what it holds). Either way their credit goes back
+/// with the next credit returned: touch the stream.
+fn send_remote(
     h2: &mut Connection,
     deflated: &mut Vec<u8>,
     stream: u32,
     remote: &mut RemoteCall,
+    compress: bool,
     bytes: &[u8],
 ) -> bool {
+    if !compress {
+        if h2.send_data(stream, bytes, false) == 0 {
+            return false;
+        }
+        remote.unacked += bytes.len();
+        return true;
+    }
     deflated.clear();
     compression::deflate_frames(bytes, deflated);
     if h2.send_data(stream, deflated, false) == 0 {

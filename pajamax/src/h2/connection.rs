@@ -178,7 +178,7 @@ impl Connection {
             preface_seen: false,
             settings_seen: false,
             settings_acked: false,
-            opening_window: recv_flow::opening_window(config.initial_stream_window, false),
+            opening_window: recv_flow::opening_window(config.initial_stream_window),
             decoder: Decoder::new(4096),
             peer: PeerSettings::new(),
             streams: Streams::new(),

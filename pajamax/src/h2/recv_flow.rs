@@ -94,16 +94,11 @@ pub(crate) fn replenish_stream(stream: &mut Stream, id: u32, initial: u32, out: 
     }
 }
 
-/// The receive window of a stream the client opens now. Before the client
-/// acknowledged the server's SETTINGS it may still assume the default
-/// window, so a lower `initial` holds only from then on (RFC 9113 section
-/// 6.9.3).
-pub(crate) fn opening_window(initial: u32, settings_acked: bool) -> u32 {
-    if settings_acked {
-        initial
-    } else {
-        initial.max(DEFAULT_WINDOW)
-    }
+/// The receive window of a stream the client opens before it acknowledged
+/// the server's SETTINGS: it may still assume the default window, so a
+/// lower `initial` holds only from then on (RFC 9113 section 6.9.3).
+pub(crate) fn opening_window(initial: u32) -> u32 {
+    initial.max(DEFAULT_WINDOW)
 }
 
 /// The client acknowledged the server's SETTINGS: the streams opened

@@ -462,8 +462,7 @@ impl Worker {
                 }
                 continue;
             }
-            #[cfg(feature = "tls")]
-            if conn.tls.as_ref().is_some_and(|tls| tls.is_handshaking()) {
+            if tls_handshaking(conn) {
                 // Nothing can be sent before the handshake ends: a client
                 // that stalls in it is dropped.
                 if force || now.duration_since(conn.opened) > self.config.handshake_timeout {

@@ -1,6 +1,7 @@
 //! Worker threads and the acceptor: the only part of pajamax that does I/O.
 
 pub(crate) mod acceptor;
+mod readiness;
 mod slots;
 #[cfg(feature = "tls")]
 pub(crate) mod tls;
@@ -193,6 +194,18 @@ impl Socket {
         }
     }
 
+    /// The socket's descriptor, for the system calls made without libc's
+    /// wrappers (see `readiness`).
+    #[cfg(target_os = "linux")]
+    #[inline]
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        match self {
+            Socket::Tcp(socket) => socket.as_fd(),
+            Socket::Unix(socket) => socket.as_fd(),
+        }
+    }
+
     /// Shuts down the reading or writing half, or both.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         match self {
@@ -206,6 +219,9 @@ impl Socket {
 impl Read for Socket {
     #[inline]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        #[cfg(target_os = "linux")]
+        return rustix::io::read(self.fd(), buf).map_err(io::Error::from);
+        #[cfg(not(target_os = "linux"))]
         match self {
             Socket::Tcp(socket) => socket.read(buf),
             #[cfg(unix)]
@@ -217,6 +233,12 @@ impl Read for Socket {
 impl Write for Socket {
     #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // As the standard library writes to sockets: a peer that has gone
+        // is an error, not a SIGPIPE.
+        #[cfg(target_os = "linux")]
+        return rustix::net::send(self.fd(), buf, rustix::net::SendFlags::NOSIGNAL)
+            .map_err(io::Error::from);
+        #[cfg(not(target_os = "linux"))]
         match self {
             Socket::Tcp(socket) => socket.write(buf),
             #[cfg(unix)]

@@ -5,11 +5,12 @@ use crate::grpc::connection::{GrpcConnection, SpareRoom};
 use crate::grpc::remote::{Delivery, Inbox};
 use crate::grpc::router::Router;
 use crate::h2::frame::Reason;
+use crate::runtime::readiness::Readiness;
 use crate::runtime::slots::SlotList;
 #[cfg(feature = "tls")]
 use crate::runtime::tls::TlsSession;
 use crate::runtime::{RuntimeConfig, Shared, Socket};
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Interest, Poll, Token, Waker};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
@@ -201,7 +202,7 @@ impl Worker {
     }
 
     pub fn run(mut self) {
-        let mut events = Events::with_capacity(1024);
+        let mut events = Readiness::with_capacity(1024);
         let tick = self
             .config
             .idle_timeout
@@ -228,7 +229,7 @@ impl Worker {
             } else {
                 Duration::ZERO
             };
-            if let Err(err) = self.poll.poll(&mut events, Some(timeout)) {
+            if let Err(err) = events.wait(&mut self.poll, timeout) {
                 if err.kind() != io::ErrorKind::Interrupted {
                     log::error!("worker {}: poll failed: {err}", self.index);
                     break;
@@ -238,8 +239,8 @@ impl Worker {
             turn_start = now;
             let mut due = std::mem::take(&mut self.due);
             self.again.move_to(&mut due);
-            for event in events.iter() {
-                match event.token() {
+            for ready in events.iter() {
+                match ready.token {
                     WAKER => {
                         self.take_new_connections(now);
                         self.deliver(&mut due, now);
@@ -248,7 +249,7 @@ impl Worker {
                         let slot = t - 1;
                         // Served now: not again in this turn.
                         due.strike(slot);
-                        self.on_ready(slot, now, event.is_read_closed());
+                        self.on_ready(slot, now, ready.read_closed);
                     }
                 }
             }

@@ -71,6 +71,12 @@ INTEROP_CASES=(
     timeout_on_sleeping_server
     cancel_after_begin
     cancel_after_first_response
+    # 100 calls on one channel, each answer naming the same server.
+    pick_first_unary
+    # Ten large unary calls on one channel (rpc_soak), and each on a
+    # channel of its own (channel_soak).
+    rpc_soak
+    channel_soak
 )
 
 # Exits unless every command $2... is installed; $1 names the script in the

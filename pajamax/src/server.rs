@@ -116,6 +116,8 @@ impl Default for Builder {
                 pin_workers: true,
                 max_connections: 10_000,
                 idle_timeout: None,
+                keepalive_interval: Some(Duration::from_secs(2 * 60 * 60)),
+                keepalive_timeout: Duration::from_secs(20),
                 handshake_timeout: Duration::from_secs(10),
                 shutdown_grace: Duration::from_secs(30),
                 max_pending_output: 4 << 20,
@@ -153,9 +155,37 @@ impl Builder {
         self
     }
 
-    /// Closes a connection with no open call for this long; default: never.
+    /// Closes a connection with no open call for this long (with a
+    /// GOAWAY); default: never. PINGs, either side's, do not count as
+    /// calls.
     pub fn idle_timeout(mut self, timeout: Duration) -> Builder {
         self.config.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// Sends a PING on a connection the client has sent nothing on for
+    /// `interval`, and drops the connection if the client sends nothing
+    /// back within [`keepalive_timeout`](Builder::keepalive_timeout): a
+    /// client that vanished without closing (its host gone, a network
+    /// path cut) is found, and the calls it held end, their handlers on
+    /// other threads seeing them cancelled. `None` turns the PINGs off.
+    /// Default: two hours, as grpc-go's server (tonic's is off).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let builder = pajamax::Server::builder()
+    ///     .keepalive_interval(Some(Duration::from_secs(60)))
+    ///     .keepalive_timeout(Duration::from_secs(10));
+    /// ```
+    pub fn keepalive_interval(mut self, interval: Option<Duration>) -> Builder {
+        self.config.keepalive_interval = interval;
+        self
+    }
+
+    /// How long a client has to answer a keepalive PING before its
+    /// connection is dropped; default: 20 s (as grpc-go and tonic).
+    pub fn keepalive_timeout(mut self, timeout: Duration) -> Builder {
+        self.config.keepalive_timeout = timeout;
         self
     }
 

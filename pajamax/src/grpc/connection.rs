@@ -107,6 +107,9 @@ const MAX_SPARE_CALLS: usize = 64;
 /// the next producer's turn.
 const PRODUCE_CHUNK: usize = 16 << 10;
 
+/// The payload of the server's keepalive PINGs.
+const KEEPALIVE_PING: &[u8; 8] = b"pjmx-ka!";
+
 /// The most room the list of h2 events keeps between reads, or, while the
 /// room is lent, once the connection was served
 /// ([`GrpcConnection::reclaim_room`]).
@@ -1798,6 +1801,12 @@ impl GrpcConnection {
     }
 
     // ----- commands -----
+
+    /// Sends a keepalive PING: the peer's answer, as any bytes it sends,
+    /// shows it is still there.
+    pub fn ping(&mut self) {
+        self.h2.ping(KEEPALIVE_PING);
+    }
 
     /// Starts a graceful shutdown: GOAWAY, then open calls finish.
     pub fn go_away(&mut self) {

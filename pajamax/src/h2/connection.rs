@@ -244,6 +244,12 @@ impl Connection {
         self.error
     }
 
+    /// The highest stream id the peer has opened: it changes whenever a
+    /// new stream is opened.
+    pub fn last_peer_stream(&self) -> u32 {
+        self.streams.last()
+    }
+
     /// Whether the stream is open for the server to send on.
     pub fn is_stream_open(&self, stream: u32) -> bool {
         self.streams.contains(stream)
@@ -1124,6 +1130,15 @@ impl Connection {
         if self.forget_stream(stream).is_some() {
             frame::write_rst_stream(self.output.buf(), stream, reason);
             self.streams.remember_closed(stream, true);
+        }
+    }
+
+    /// Sends a PING with `payload`, to learn whether the peer still
+    /// answers; its ACK is taken as any other (the caller watches for the
+    /// peer's next bytes). Nothing after a connection error.
+    pub fn ping(&mut self, payload: &[u8; 8]) {
+        if self.error.is_none() {
+            frame::write_ping(self.output.buf(), payload);
         }
     }
 

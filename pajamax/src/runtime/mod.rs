@@ -23,6 +23,12 @@ pub(crate) struct RuntimeConfig {
     pub pin_workers: bool,
     pub max_connections: usize,
     pub idle_timeout: Option<Duration>,
+    /// How long a connection may stay quiet before it is sent a PING;
+    /// `None`: never.
+    pub keepalive_interval: Option<Duration>,
+    /// How long the peer has to answer that PING (or send anything)
+    /// before the connection is dropped.
+    pub keepalive_timeout: Duration,
     pub handshake_timeout: Duration,
     pub shutdown_grace: Duration,
     pub max_pending_output: usize,

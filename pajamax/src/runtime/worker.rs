@@ -59,7 +59,15 @@ struct Conn {
     /// come, or what waits while reading is paused. Reads go to the
     /// worker's buffer.
     input: Vec<u8>,
-    last_active: Instant,
+    /// When a read last brought bytes.
+    last_read: Instant,
+    /// When the connection was last seen with a call: open, or opened
+    /// since the sweep before (`last_stream` moved).
+    last_call: Instant,
+    /// The highest stream id the peer had opened at the last sweep.
+    last_stream: u32,
+    /// When the keepalive PING still unanswered was sent.
+    ping_sent: Option<Instant>,
     opened: Instant,
     read_paused: bool,
     /// The peer closed its sending half (readiness said so): reads go on
@@ -203,12 +211,7 @@ impl Worker {
 
     pub fn run(mut self) {
         let mut events = Readiness::with_capacity(1024);
-        let tick = self
-            .config
-            .idle_timeout
-            .map_or(Duration::from_secs(1), |t| {
-                (t / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
-            });
+        let tick = sweep_tick(&self.config);
         let mut turn_start = Instant::now();
         let mut next_sweep = turn_start + tick;
         loop {
@@ -345,7 +348,10 @@ impl Worker {
             tls,
             grpc,
             input: Vec::new(),
-            last_active: now,
+            last_read: now,
+            last_call: now,
+            last_stream: 0,
+            ping_sent: None,
             opened: now,
             read_paused: false,
             read_closed: false,
@@ -487,15 +493,40 @@ impl Worker {
                 self.again.push(slot);
                 continue;
             }
-            let idle_for = now.duration_since(conn.last_active);
-            if conn.grpc.is_idle()
-                && self
-                    .config
-                    .idle_timeout
-                    .is_some_and(|limit| idle_for > limit)
+            if !conn.grpc.is_idle() || conn.grpc.h2().last_peer_stream() != conn.last_stream {
+                conn.last_stream = conn.grpc.h2().last_peer_stream();
+                conn.last_call = now;
+            }
+            if self
+                .config
+                .idle_timeout
+                .is_some_and(|limit| now.duration_since(conn.last_call) > limit)
             {
                 conn.grpc.close(Reason::NO_ERROR, "idle timeout");
                 self.again.push(slot);
+                continue;
+            }
+            if let Some(interval) = self.config.keepalive_interval {
+                if conn.ping_sent.is_some_and(|sent| conn.last_read > sent) {
+                    // Answered, or the client spoke since.
+                    conn.ping_sent = None;
+                }
+                match conn.ping_sent {
+                    Some(sent) if now.duration_since(sent) >= self.config.keepalive_timeout => {
+                        log::debug!(
+                            "worker {}: no answer to a keepalive PING in {:?}: connection dropped",
+                            self.index,
+                            self.config.keepalive_timeout
+                        );
+                        self.remove(slot);
+                    }
+                    None if now.duration_since(conn.last_read) >= interval => {
+                        conn.grpc.ping();
+                        conn.ping_sent = Some(now);
+                        self.again.push(slot);
+                    }
+                    _ => {}
+                }
             }
         }
     }
@@ -643,7 +674,7 @@ fn serve(
             }
         };
         conn.reads += 1;
-        conn.last_active = now;
+        conn.last_read = now;
         let filled = kept + n;
         match process(conn, &buf[..filled], config, now) {
             Ok(used) => keep_input(conn, &buf[used..filled]),
@@ -785,6 +816,21 @@ fn record_peaks(conn: &mut Conn, counted: &mut Counted, shared: &Shared) {
         conn.error_counted = true;
         shared.connection_errors.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// How often a worker sweeps its connections: a quarter of the shortest
+/// of the timeouts it checks, between 10 ms and 1 s.
+fn sweep_tick(config: &RuntimeConfig) -> Duration {
+    let shortest = [
+        config.idle_timeout,
+        config.keepalive_interval,
+        config.keepalive_interval.map(|_| config.keepalive_timeout),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .unwrap_or(Duration::from_secs(4));
+    (shortest / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
 /// The size of a worker's read buffer: the configured size, and at least

@@ -1,0 +1,175 @@
+//! Keepalive: a connection that stays quiet is sent a PING; one whose
+//! client answers nothing in time is dropped, and the calls it held end.
+//! PINGs do not count as calls for the idle timeout.
+
+mod common;
+
+use common::raw::{frame_bytes, RawPeer};
+use common::streams::{self, Ask};
+use pajamax::h2::frame::{flag, kind, setting, Reason};
+use pajamax_test_peer::{Heard, TcpClient};
+use prost::Message;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Long enough for anything the tests wait for; they end as soon as it
+/// happens.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Reads until the server sends a PING or closes; what was heard.
+fn next_ping(peer: &mut RawPeer) -> Heard {
+    TcpClient::listen(peer, WAIT, |h| !h.pings.is_empty() || h.closed)
+}
+
+/// A PING's acknowledgement.
+fn ack(payload: &[u8; 8]) -> Vec<u8> {
+    frame_bytes(kind::PING, flag::ACK, 0, payload)
+}
+
+fn keepalive(interval_ms: u64, timeout_ms: u64) -> pajamax::Builder {
+    pajamax::Server::builder()
+        .workers(1)
+        .keepalive_interval(Some(Duration::from_millis(interval_ms)))
+        .keepalive_timeout(Duration::from_millis(timeout_ms))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_answers_no_ping_is_dropped() {
+    let server = common::start(keepalive(100, 200));
+    let addr = server.local_addr();
+    let (first, last) = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let first = next_ping(&mut peer);
+        // Silent from here on: no ACK, nothing else.
+        let last = TcpClient::listen(&mut peer, WAIT, |h| h.closed);
+        (first, last)
+    })
+    .await
+    .unwrap();
+    assert_eq!(first.pings.len(), 1, "{first:?}");
+    assert!(!first.closed, "closed before its PING: {first:?}");
+    assert!(last.closed, "still open: {last:?}");
+    // The peer is taken for gone: no GOAWAY, no second PING.
+    assert!(last.pings.is_empty() && last.goaway.is_none(), "{last:?}");
+    common::stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_answers_its_pings_keeps_its_connection() {
+    let (server, _seen) = streams::start(keepalive(100, 200));
+    let addr = server.local_addr();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        for _ in 0..4 {
+            let heard = next_ping(&mut peer);
+            assert!(!heard.closed, "closed while answering: {heard:?}");
+            assert_eq!(heard.pings.len(), 1, "{heard:?}");
+            peer.send(&ack(&heard.pings[0]));
+        }
+        // Four timeouts later, the connection still serves a call.
+        let request = Ask {
+            value: 7,
+            ..Ask::default()
+        }
+        .encode_to_vec();
+        let bytes = peer.request(1, "/test.Streams/Unary", &request);
+        peer.send(&bytes);
+        TcpClient::listen(&mut peer, WAIT, |h| h.status(1).is_some() || h.closed)
+    })
+    .await
+    .unwrap();
+    assert_eq!(heard.status(1), Some("0"), "{heard:?}");
+    assert!(!heard.closed);
+    common::stop(server).await;
+}
+
+/// A client that vanished in the middle of a server stream, its windows
+/// shut so that the thread feeding the stream waits for room: the thread
+/// learns that the call ended once the PING goes unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_to_a_client_that_vanished_is_cancelled() {
+    let (server, seen) = streams::start(keepalive(100, 200));
+    let addr = server.local_addr();
+    let request = Ask {
+        endless: true,
+        size: 1024,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    let heard = tokio::task::spawn_blocking(move || {
+        // A stream window of 4 KiB the client never opens further.
+        let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 4096)]);
+        let bytes = peer.request(1, "/test.Streams/CountThread", &request);
+        peer.send(&bytes);
+        TcpClient::listen(&mut peer, WAIT, |h| h.closed)
+    })
+    .await
+    .unwrap();
+    assert!(heard.closed, "{heard:?}");
+    assert!(heard.data_bytes > 0 && !heard.pings.is_empty(), "{heard:?}");
+    for _ in 0..500 {
+        if seen.sends_cancelled.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.threads_done.load(Ordering::SeqCst), 0);
+    common::stop(server).await;
+}
+
+/// Until the server says goodbye, a client that answers each of the
+/// server's PINGs and, with `own_pings`, sends one of its own every 20 ms;
+/// what it heard.
+fn talk_until_goodbye(addr: std::net::SocketAddr, own_pings: bool) -> Heard {
+    let mut peer = RawPeer::handshake(addr, &[]);
+    let mut all = Heard::default();
+    // At most 5 s (250 rounds of 20 ms).
+    for _ in 0..250 {
+        if all.goaway.is_some() || all.closed {
+            break;
+        }
+        if own_pings {
+            peer.send(&frame_bytes(kind::PING, 0, 0, b"client!!"));
+        }
+        let heard = TcpClient::listen(&mut peer, Duration::from_millis(20), |h| {
+            h.goaway.is_some() || h.closed
+        });
+        for payload in &heard.pings {
+            peer.send(&ack(payload));
+        }
+        all.goaway = heard.goaway.or(all.goaway);
+        all.closed |= heard.closed;
+        all.pings.extend(heard.pings);
+    }
+    all
+}
+
+/// PINGs are not calls: a connection with none is closed at the idle
+/// timeout, whether the client answers the server's PINGs or sends its
+/// own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pings_do_not_keep_an_idle_connection_open() {
+    let server = common::start(keepalive(50, 5_000).idle_timeout(Duration::from_millis(400)));
+    let addr = server.local_addr();
+    let (answering, pinging) = tokio::task::spawn_blocking(move || {
+        (
+            talk_until_goodbye(addr, false),
+            talk_until_goodbye(addr, true),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        !answering.pings.is_empty(),
+        "no keepalive PING: {answering:?}"
+    );
+    for heard in [answering, pinging] {
+        assert_eq!(
+            heard.goaway.map(|code| Reason(code.0)),
+            Some(Reason::NO_ERROR),
+            "{heard:?}"
+        );
+    }
+    common::stop(server).await;
+}

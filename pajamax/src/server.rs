@@ -222,6 +222,10 @@ impl Builder {
     /// [`initial_stream_window`](Builder::initial_stream_window) and
     /// [`max_header_list_size`](Builder::max_header_list_size): call those
     /// after it.
+    ///
+    /// Values HTTP/2 does not let the server announce (a `max_frame_size`
+    /// outside 16 384 ..= 16 777 215, a window above 2^31 - 1) make
+    /// [`bind`](Builder::bind) fail with `InvalidInput`.
     pub fn h2_config(mut self, config: crate::h2::Config) -> Builder {
         self.config.grpc.h2 = config;
         self
@@ -554,7 +558,9 @@ impl Builder {
         self.start(Listener::Unix(listener), None, Some(path))
     }
 
-    /// Starts the acceptor on `listener` and the workers.
+    /// Starts the acceptor on `listener` and the workers. If one of them
+    /// cannot start, the workers already started are stopped before the
+    /// error is returned: a failed start leaves no thread behind.
     fn start(
         self,
         mut listener: Listener,
@@ -563,6 +569,7 @@ impl Builder {
     ) -> io::Result<ServerHandle> {
         #[allow(unused_mut)]
         let mut config = self.config;
+        check(&config)?;
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
             config.tls = Some(crate::TlsReloader::new(tls)?);
@@ -575,9 +582,12 @@ impl Builder {
             Vec::new()
         };
 
-        let mut threads = Vec::with_capacity(config.workers + 1);
+        let mut started = Starting {
+            shared: shared.clone(),
+            wakers: Vec::with_capacity(config.workers),
+            threads: Vec::with_capacity(config.workers + 1),
+        };
         let mut handles = Vec::with_capacity(config.workers);
-        let mut worker_wakers = Vec::with_capacity(config.workers);
         for index in 0..config.workers {
             let (poll, waker) = Worker::poll_and_waker()?;
             let (sender, receiver) = mpsc::channel();
@@ -585,7 +595,7 @@ impl Builder {
                 sender,
                 waker: waker.clone(),
             });
-            worker_wakers.push(waker.clone());
+            started.wakers.push(waker.clone());
             let (router, config, shared) = (router.clone(), config.clone(), shared.clone());
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
             let thread = std::thread::Builder::new()
@@ -600,7 +610,7 @@ impl Builder {
                     // there.
                     Worker::new(index, router, config, shared, receiver, poll, waker).run();
                 })?;
-            threads.push(thread);
+            started.threads.push(thread);
         }
 
         let (poll, acceptor_waker) = Acceptor::prepare(&mut listener)?;
@@ -610,10 +620,12 @@ impl Builder {
             workers: handles,
             shared: shared.clone(),
             max_connections: config.max_connections,
+            gone: vec![false; config.workers],
         };
         let acceptor = std::thread::Builder::new()
             .name("pajamax-acceptor".into())
             .spawn(move || acceptor.run())?;
+        let (worker_wakers, threads) = started.finish();
         let shown = match (&local_addr, &unix_path) {
             (Some(addr), _) => addr.to_string(),
             (None, Some(path)) => format!("unix:{}", path.display()),
@@ -633,6 +645,67 @@ impl Builder {
             threads,
         })
     }
+}
+
+/// The workers of a start that has not finished. Dropped before
+/// [`finish`](Starting::finish) (the start failed), it tells them to stop
+/// and waits for them.
+struct Starting {
+    shared: Arc<Shared>,
+    wakers: Vec<Arc<mio::Waker>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Starting {
+    /// The workers' wakers and threads, now the server's.
+    fn finish(mut self) -> (Vec<Arc<mio::Waker>>, Vec<JoinHandle<()>>) {
+        (
+            std::mem::take(&mut self.wakers),
+            std::mem::take(&mut self.threads),
+        )
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        // They hold no connection: told to stop at once, they exit at
+        // their next turn.
+        self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.stop_now.store(true, Ordering::Release);
+        for waker in &self.wakers {
+            let _ = waker.wake();
+        }
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Refuses, before anything starts, settings that HTTP/2 does not allow
+/// the server to announce: every client would close the connection at
+/// the server's first SETTINGS.
+fn check(config: &RuntimeConfig) -> io::Result<()> {
+    use crate::h2::frame::{DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MAX_WINDOW};
+    let h2 = &config.grpc.h2;
+    let invalid = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
+    if !(DEFAULT_MAX_FRAME_SIZE..=MAX_MAX_FRAME_SIZE).contains(&h2.max_frame_size) {
+        return invalid(format!(
+            "max_frame_size {} is outside {DEFAULT_MAX_FRAME_SIZE}..={MAX_MAX_FRAME_SIZE}",
+            h2.max_frame_size
+        ));
+    }
+    for (name, window) in [
+        ("initial_stream_window", h2.initial_stream_window),
+        ("connection_window", h2.connection_window),
+    ] {
+        if window > MAX_WINDOW {
+            return invalid(format!("{name} {window} is above {MAX_WINDOW}"));
+        }
+    }
+    Ok(())
 }
 
 /// A running server, from [`Builder::bind`] or [`Builder::bind_unix`]:

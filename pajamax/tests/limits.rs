@@ -83,3 +83,37 @@ async fn connections_past_the_limit_get_goaway_and_a_clean_close() {
     assert_eq!(server.connections(), 2);
     stop(server).await;
 }
+
+/// Settings HTTP/2 does not let the server announce fail `bind`, rather
+/// than every client closing its connection at the server's SETTINGS.
+#[test]
+fn settings_outside_http2_ranges_are_refused_at_bind() {
+    let outside = [
+        pajamax::H2Config {
+            max_frame_size: 1000,
+            ..Default::default()
+        },
+        pajamax::H2Config {
+            max_frame_size: 1 << 24,
+            ..Default::default()
+        },
+        pajamax::H2Config {
+            initial_stream_window: 1 << 31,
+            ..Default::default()
+        },
+        pajamax::H2Config {
+            connection_window: 1 << 31,
+            ..Default::default()
+        },
+    ];
+    for config in outside {
+        let shown = format!("{config:?}");
+        let bound = pajamax::Server::builder()
+            .workers(1)
+            .pin_workers(false)
+            .h2_config(config)
+            .bind("127.0.0.1:0");
+        let err = bound.err().unwrap_or_else(|| panic!("bound with {shown}"));
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{shown}");
+    }
+}

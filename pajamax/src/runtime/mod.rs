@@ -110,16 +110,6 @@ impl Shared {
     pub fn total_connections(&self) -> usize {
         self.loads.iter().map(|l| l.load(Ordering::Relaxed)).sum()
     }
-
-    /// The worker holding the fewest connections.
-    pub fn least_loaded(&self) -> usize {
-        self.loads
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, load)| load.load(Ordering::Relaxed))
-            .map(|(index, _)| index)
-            .unwrap_or(0)
-    }
 }
 
 /// What the server listens on: a TCP port or a Unix socket.

@@ -242,9 +242,20 @@ impl Write for Socket {
         }
     }
 
-    /// One `writev` for the records TLS queues.
+    /// One system call for the records TLS queues: on Linux a `sendmsg`
+    /// with `MSG_NOSIGNAL`, as `write` sends (a `writev` to a peer that
+    /// has gone raises SIGPIPE in a program that has not ignored it).
     #[cfg(feature = "tls")]
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        #[cfg(target_os = "linux")]
+        return rustix::net::sendmsg(
+            self.fd(),
+            bufs,
+            &mut rustix::net::SendAncillaryBuffer::default(),
+            rustix::net::SendFlags::NOSIGNAL,
+        )
+        .map_err(io::Error::from);
+        #[cfg(not(target_os = "linux"))]
         match self {
             Socket::Tcp(socket) => socket.write_vectored(bufs),
             #[cfg(unix)]

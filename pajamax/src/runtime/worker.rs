@@ -281,7 +281,13 @@ impl Worker {
                 next_sweep = now + tick;
             }
             if self.shutting_down_since.is_some() && self.conns.iter().all(Option::is_none) {
-                break;
+                // The acceptor has stopped: a connection it handed over
+                // as it did, with no wake-up seen yet, still gets its
+                // GOAWAY and its calls answered.
+                self.take_new_connections(now);
+                if self.conns.iter().all(Option::is_none) {
+                    break;
+                }
             }
         }
     }

@@ -173,3 +173,26 @@ async fn pings_do_not_keep_an_idle_connection_open() {
     }
     common::stop(server).await;
 }
+
+/// A client that closed its sending half right after its request cannot
+/// answer a PING: its paced stream, longer than the keepalive interval and
+/// timeout together, still arrives whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_has_closed_its_sending_half_is_not_pinged_away() {
+    let (server, _seen) = streams::start(keepalive(50, 100));
+    let addr = server.local_addr();
+    // 20 small answers, 30 ms apart: some 600 ms.
+    let request = Ask {
+        count: 20,
+        interval_ms: 30,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    let heard = tokio::task::spawn_blocking(move || {
+        RawPeer::ask_then_fin(addr, "/test.Streams/Count", &request)
+    })
+    .await
+    .unwrap();
+    assert_eq!(heard.statuses, [(1, "0".to_string())], "{heard:?}");
+    common::stop(server).await;
+}

@@ -512,7 +512,9 @@ impl Worker {
                 self.again.push(slot);
                 continue;
             }
-            if let Some(interval) = self.config.keepalive_interval {
+            // A peer that has closed its sending half cannot answer: what
+            // it still waits for ends as the FIN rules say (`serve`).
+            if let Some(interval) = self.config.keepalive_interval.filter(|_| !conn.read_ended) {
                 if conn.ping_sent.is_some_and(|sent| conn.last_read > sent) {
                     // Answered, or the client spoke since.
                     conn.ping_sent = None;

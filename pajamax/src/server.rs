@@ -118,6 +118,8 @@ impl Default for Builder {
                 idle_timeout: None,
                 keepalive_interval: Some(Duration::from_secs(2 * 60 * 60)),
                 keepalive_timeout: Duration::from_secs(20),
+                max_connection_age: None,
+                max_connection_age_grace: None,
                 handshake_timeout: Duration::from_secs(10),
                 shutdown_grace: Duration::from_secs(30),
                 max_pending_output: 4 << 20,
@@ -186,6 +188,33 @@ impl Builder {
     /// connection is dropped; default: 20 s (as grpc-go and tonic).
     pub fn keepalive_timeout(mut self, timeout: Duration) -> Builder {
         self.config.keepalive_timeout = timeout;
+        self
+    }
+
+    /// Retires a connection after `age`, give or take a tenth (so that
+    /// connections opened together do not all go at once): a graceful
+    /// GOAWAY, after which the client opens a new connection for new
+    /// calls while the calls in flight finish. Behind a few gateways that
+    /// hold their connections for good, this spreads the load over
+    /// servers started since. Default: never, as grpc-go.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let builder = pajamax::Server::builder()
+    ///     .max_connection_age(Duration::from_secs(30 * 60))
+    ///     .max_connection_age_grace(Duration::from_secs(60));
+    /// ```
+    pub fn max_connection_age(mut self, age: Duration) -> Builder {
+        self.config.max_connection_age = Some(age);
+        self
+    }
+
+    /// How long the calls of a connection retired by
+    /// [`max_connection_age`](Builder::max_connection_age) have to finish
+    /// before they are ended with UNAVAILABLE and the connection closed.
+    /// Default: as long as they take.
+    pub fn max_connection_age_grace(mut self, grace: Duration) -> Builder {
+        self.config.max_connection_age_grace = Some(grace);
         self
     }
 

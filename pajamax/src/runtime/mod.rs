@@ -29,6 +29,12 @@ pub(crate) struct RuntimeConfig {
     /// How long the peer has to answer that PING (or send anything)
     /// before the connection is dropped.
     pub keepalive_timeout: Duration,
+    /// How long a connection serves new calls before it is sent a
+    /// GOAWAY (give or take a tenth); `None`: for good.
+    pub max_connection_age: Option<Duration>,
+    /// How long its calls then have before they are ended with
+    /// UNAVAILABLE; `None`: as long as they take.
+    pub max_connection_age_grace: Option<Duration>,
     pub handshake_timeout: Duration,
     pub shutdown_grace: Duration,
     pub max_pending_output: usize,

@@ -68,6 +68,10 @@ struct Conn {
     last_stream: u32,
     /// When the keepalive PING still unanswered was sent.
     ping_sent: Option<Instant>,
+    /// When the connection is to be retired (`max_connection_age`).
+    retire_at: Option<Instant>,
+    /// When it was, for the grace its calls have.
+    retired_since: Option<Instant>,
     opened: Instant,
     read_paused: bool,
     /// The peer closed its sending half (readiness said so): reads go on
@@ -358,6 +362,11 @@ impl Worker {
             last_call: now,
             last_stream: 0,
             ping_sent: None,
+            retire_at: self
+                .config
+                .max_connection_age
+                .map(|age| now + jittered(age)),
+            retired_since: None,
             opened: now,
             read_paused: false,
             read_closed: false,
@@ -498,6 +507,25 @@ impl Worker {
                     .close(Reason::PROTOCOL_ERROR, "no preface in time");
                 self.again.push(slot);
                 continue;
+            }
+            if conn.retire_at.is_some_and(|at| now >= at) {
+                conn.retire_at = None;
+                conn.retired_since = Some(now);
+                conn.grpc.go_away();
+                self.again.push(slot);
+            }
+            if let (Some(since), Some(grace)) =
+                (conn.retired_since, self.config.max_connection_age_grace)
+            {
+                if now.duration_since(since) >= grace {
+                    conn.grpc.close_with_status(
+                        &crate::Status::unavailable("the connection reached its maximum age"),
+                        "max connection age grace period over",
+                    );
+                    conn.retired_since = None;
+                    self.again.push(slot);
+                    continue;
+                }
             }
             if !conn.grpc.is_idle() || conn.grpc.h2().last_peer_stream() != conn.last_stream {
                 conn.last_stream = conn.grpc.h2().last_peer_stream();
@@ -833,12 +861,24 @@ fn sweep_tick(config: &RuntimeConfig) -> Duration {
         config.idle_timeout,
         config.keepalive_interval,
         config.keepalive_interval.map(|_| config.keepalive_timeout),
+        config.max_connection_age,
+        config.max_connection_age_grace,
     ]
     .into_iter()
     .flatten()
     .min()
     .unwrap_or(Duration::from_secs(4));
     (shortest / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
+/// `age` give or take a tenth, at random: connections opened together are
+/// not all retired together.
+fn jittered(age: Duration) -> Duration {
+    use std::hash::BuildHasher;
+    // A fresh hasher's keys differ each time: enough randomness here.
+    let random = std::collections::hash_map::RandomState::new().hash_one(0u8);
+    let fraction = (random >> 11) as f64 / (1u64 << 53) as f64;
+    age.mul_f64(0.9 + 0.2 * fraction)
 }
 
 /// The size of a worker's read buffer: the configured size, and at least

@@ -1,0 +1,113 @@
+//! `max_connection_age`: a connection is retired with a graceful GOAWAY
+//! once it is old enough; clients go on over new connections, and calls
+//! that outlast the grace end with UNAVAILABLE.
+
+mod common;
+
+use common::raw::{frame_bytes, RawPeer};
+use common::streams::{self, server_stream, Ask};
+use pajamax::h2::frame::{flag, kind, Reason};
+use pajamax_test_peer::TcpClient;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_connection_gets_a_graceful_goaway_and_closes() {
+    let server = common::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_connection_age(Duration::from_millis(200)),
+    );
+    let addr = server.local_addr();
+    let (first, last) = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        // The first GOAWAY still allows every stream, and comes with a
+        // PING whose answer brings the second.
+        let first = TcpClient::listen(&mut peer, WAIT, |h| {
+            h.goaway.is_some() && !h.pings.is_empty() || h.closed
+        });
+        for payload in &first.pings {
+            peer.send(&frame_bytes(kind::PING, flag::ACK, 0, payload));
+        }
+        let last = TcpClient::listen(&mut peer, WAIT, |h| h.closed);
+        (first, last)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        first.goaway.map(|code| Reason(code.0)),
+        Some(Reason::NO_ERROR)
+    );
+    assert_eq!(first.last_stream, Some((1 << 31) - 1), "{first:?}");
+    assert!(!first.closed, "{first:?}");
+    assert_eq!(
+        last.goaway.map(|code| Reason(code.0)),
+        Some(Reason::NO_ERROR)
+    );
+    assert_eq!(last.last_stream, Some(0), "{last:?}");
+    assert!(last.closed, "{last:?}");
+    common::stop(server).await;
+}
+
+/// A tonic client calling all along, across several retirements of its
+/// connection: every call is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_goes_on_over_new_connections() {
+    let server = common::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_connection_age(Duration::from_millis(100)),
+    );
+    let channel = common::connect(&server).await;
+    let mut peers = std::collections::BTreeSet::new();
+    for i in 0..40 {
+        let sent = format!("call {i}");
+        let reply = common::call(channel.clone(), "Echo", common::text(&sent))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(reply.text, sent);
+        // The client's address and port: one per connection.
+        peers.insert(reply.peer);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(peers.len() >= 3, "{peers:?}");
+    common::stop(server).await;
+}
+
+/// A stream that outlasts the connection's age and then its grace ends
+/// with UNAVAILABLE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_past_the_grace_ends_unavailable() {
+    let (server, _seen) = streams::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_connection_age(Duration::from_millis(100))
+            .max_connection_age_grace(Duration::from_millis(200)),
+    );
+    let channel = common::connect(&server).await;
+    let endless = Ask {
+        endless: true,
+        interval_ms: 10,
+        ..Ask::default()
+    };
+    let status = tokio::time::timeout(WAIT, async {
+        let mut stream = server_stream(channel, "Count", tonic::Request::new(endless))
+            .await
+            .unwrap()
+            .into_inner();
+        loop {
+            match stream.message().await {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the endless stream ended with OK"),
+                Err(status) => return status,
+            }
+        }
+    })
+    .await
+    .expect("the stream outlived the grace");
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(status.message().contains("maximum age"), "{status:?}");
+    common::stop(server).await;
+}

@@ -235,6 +235,16 @@ impl Builder {
         self
     }
 
+    /// Request metadata bytes (as HPACK counts a header list) the open
+    /// calls of one connection may hold together; a request past it is
+    /// refused with REFUSED_STREAM (which clients may retry). Default:
+    /// 16 MiB, 4 KiB for each of the 4096 streams a connection may open by
+    /// default.
+    pub fn max_request_metadata_bytes(mut self, bytes: usize) -> Builder {
+        self.config.grpc.max_request_metadata_bytes = bytes;
+        self
+    }
+
     /// The HTTP/2 codec's settings and limits, for the knobs without a
     /// method of their own (see [`H2Config`](crate::H2Config)). Start from
     /// the default and change what you need:
@@ -877,6 +887,7 @@ impl ServerHandle {
             peak_output_bytes: load(&self.shared.peak_output),
             peak_held_bytes: load(&self.shared.peak_held),
             peak_buffered_request_bytes: load(&self.shared.peak_buffered),
+            peak_queued_request_bytes: load(&self.shared.peak_queued),
             peak_open_streams: load(&self.shared.peak_streams),
             connection_errors: load(&self.shared.connection_errors),
             workers: self
@@ -1038,6 +1049,10 @@ pub struct Stats {
     pub peak_held_bytes: usize,
     /// The most incomplete request bytes one connection has buffered.
     pub peak_buffered_request_bytes: usize,
+    /// The most request bytes one connection has had queued for handlers
+    /// on other threads, not yet taken (bounded by
+    /// `max_buffered_request_bytes` plus one message).
+    pub peak_queued_request_bytes: usize,
     /// The most streams one connection has had open at once (bounded by
     /// `max_concurrent_streams`).
     pub peak_open_streams: usize,

@@ -410,3 +410,53 @@ async fn unary_answers_still_waiting_for_the_socket_at_the_clients_fin_all_arriv
     good_client_is_served(&server).await;
     stop(server).await;
 }
+
+/// Thousands of half-open streams whose header lists are each near the
+/// limit, made of a few bytes that refer to one large value in the HPACK
+/// table (and a literal that differs, so that no two blocks are the same):
+/// the connection holds its open calls' metadata up to its own limit, and
+/// refuses the streams past it, instead of holding a header list for each
+/// of 4096 streams (some 46 MiB from 300 KiB on the wire).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_open_streams_with_large_header_lists_from_the_hpack_table_are_bounded() {
+    use pajamax_test_peer::{Frame, Indexing};
+
+    let limit = 1 << 20;
+    let server = server(pajamax::Server::builder().max_request_metadata_bytes(limit));
+    let addr = server.local_addr();
+    let streams = 4096u32;
+    let heard = blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let big = "b".repeat(3800);
+        let numbers: Vec<String> = (0..streams).map(|i| i.to_string()).collect();
+        let mut bytes = Vec::new();
+        for i in 0..streams {
+            let mut fields = pajamax_test_peer::grpc::request_fields("/test.Probe/Echo").to_vec();
+            fields.extend([("x-big", big.as_str()); 3]);
+            fields.push(("x-n", numbers[i as usize].as_str()));
+            let mut block = Vec::new();
+            if i == 0 {
+                // The large value goes into the table once.
+                block = peer.client.block(&[("x-big", &big)], Indexing::Incremental);
+            }
+            block.extend(peer.client.block(&fields, Indexing::None));
+            Frame::headers(1 + 2 * i, &block, false).write(&mut bytes);
+        }
+        assert!(bytes.len() < 400 << 10, "{} bytes sent", bytes.len());
+        peer.send(&bytes);
+        peer.listen(Duration::from_secs(2), |heard| heard.resets.len() >= 3900)
+    })
+    .await;
+    assert_eq!(heard.goaway, None);
+    let refused = heard
+        .resets
+        .iter()
+        .filter(|(_, reason)| *reason == Reason::REFUSED_STREAM)
+        .count();
+    // Some 11.5 KiB of metadata each: about 90 fit in 1 MiB.
+    assert!(refused >= 3900, "{refused} streams refused");
+    let stats = server.stats();
+    assert!(stats.peak_open_streams <= 200, "{stats:?}");
+    good_client_is_served(&server).await;
+    stop(server).await;
+}

@@ -308,3 +308,142 @@ async fn a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whol
     good_client_is_served(&server).await;
     common::stop(server).await;
 }
+
+/// Request messages queued for handlers on other threads are bounded per
+/// connection, not only per call: a client that opens many client streams
+/// served on threads that do not read (yet), and sends each a gzip bomb
+/// (a few KiB that inflate to nearly the largest message), would otherwise
+/// have every stream's queue hold one inflated message, thousands of
+/// streams on one connection. Past the connection's share the worker takes
+/// no more for the threads; once they make room, the calls that waited
+/// are fed again.
+#[test]
+fn gzip_bombs_queued_for_threads_that_do_not_read_are_bounded_per_connection() {
+    use common::raw::RawPeer;
+    use flate2::write::GzEncoder;
+    use pajamax_test_peer::{ErrorCode, Frame};
+    use prost::Message;
+    use std::io::Write;
+
+    fn bomb(value: u64) -> Vec<u8> {
+        // Nearly 4 MiB (the largest request message) once inflated.
+        let request = Blob {
+            value,
+            blob: vec![0; (4 << 20) - 1024],
+        }
+        .encode_to_vec();
+        let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&request).unwrap();
+        let payload = gz.finish().unwrap();
+        let mut message = vec![1];
+        message.extend((payload.len() as u32).to_be_bytes());
+        message.extend(payload);
+        message
+    }
+
+    let limit = 8 << 20;
+    let (server, seen) = streams::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_buffered_request_bytes(limit),
+    );
+    let mut peer = RawPeer::handshake(server.local_addr(), &[]);
+    let gzip = [("grpc-encoding", "gzip")];
+    let hoarders: Vec<u32> = (0..32).map(|i| 1 + 2 * i).collect();
+    let mut bytes = Vec::new();
+    for &stream in &hoarders {
+        peer.client
+            .request_headers(stream, "/test.Streams/Hoard", &gzip, false)
+            .write(&mut bytes);
+        Frame::data(stream, &bomb(1), false).write(&mut bytes);
+    }
+    // A call whose thread reads, behind them on the same connection.
+    let summed = 1 + 2 * 32;
+    peer.client
+        .request_headers(summed, "/test.Streams/SumThread", &gzip, false)
+        .write(&mut bytes);
+    Frame::data(summed, &bomb(42), true).write(&mut bytes);
+    assert!(bytes.len() < 1 << 20, "{} bytes sent", bytes.len());
+    peer.send(&bytes);
+    peer.listen(Duration::from_millis(500), |_| false);
+    let stats = server.stats();
+    assert!(
+        stats.peak_queued_request_bytes <= limit + (4 << 20),
+        "33 inflated messages of 4 MiB queued at once: {stats:?}"
+    );
+    assert!(stats.peak_queued_request_bytes >= 4 << 20, "{stats:?}");
+
+    // The hoarders go: their threads drop what they never read, and the
+    // call that waited for room is fed and answers.
+    let mut resets = Vec::new();
+    for &stream in &hoarders {
+        Frame::rst_stream(stream, ErrorCode::CANCEL).write(&mut resets);
+    }
+    peer.send(&resets);
+    // The test peer's own listen, to keep the messages.
+    let heard = (*peer).listen(Duration::from_secs(5), |heard| {
+        heard.status(summed).is_some()
+    });
+    assert_eq!(heard.statuses, [(summed, "0".to_string())], "{heard:?}");
+    let reply = heard.messages_on(summed);
+    assert_eq!(reply.len(), 1);
+    assert_eq!(Item::decode(reply[0]).unwrap().value, 42);
+    for _ in 0..500 {
+        if seen.hoarders_cancelled.load(Ordering::SeqCst) == 32 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(seen.hoarders_cancelled.load(Ordering::SeqCst), 32);
+    drop(peer);
+    server.shutdown();
+}
+
+/// Many streams of one connection served by sinks on other threads, to a
+/// client that opens its windows wide and never reads: each sink's credit
+/// bounds its own stream, and the connection bounds them together, so the
+/// output does not hold a send buffer's worth for each of hundreds of
+/// streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_sinks_to_a_client_that_opens_its_windows_and_never_reads_are_bounded_together() {
+    use common::raw::{frame_bytes, RawPeer};
+    use pajamax::h2::frame::{kind, setting};
+    use prost::Message;
+
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    let streams = 256;
+    // Endless answers of 16 KiB, each stream from a thread of its own.
+    let request = Ask {
+        endless: true,
+        size: 16 << 10,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    let peer = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 1 << 30)]);
+        let mut bytes = frame_bytes(kind::WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes());
+        for i in 0..streams {
+            bytes.extend(peer.request(1 + 2 * i, "/test.Streams/CountThread", &request));
+        }
+        peer.send(&bytes);
+        // No reads from here on.
+        std::thread::sleep(Duration::from_secs(2));
+        peer
+    })
+    .await
+    .unwrap();
+    let stats = server.stats();
+    good_client_is_served(&server).await;
+    drop(peer);
+    wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == streams as usize).await;
+    assert_eq!(
+        seen.sends_cancelled.load(Ordering::SeqCst),
+        streams as usize
+    );
+    assert_eq!(stats.peak_open_streams, streams as usize, "{stats:?}");
+    // The produce limit, the connection's credit for its sinks, and the
+    // pending-output limit; not 256 streams' send buffers (16 MiB).
+    assert!(stats.peak_output_bytes <= 8 << 20, "{stats:?}");
+    common::stop(server).await;
+}

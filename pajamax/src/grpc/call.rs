@@ -56,6 +56,9 @@ pub(crate) struct Call {
     pub compress: bool,
     /// The one request message came compressed.
     pub compressed_request: bool,
+    /// The bytes of `metadata` counted in the connection's
+    /// [`GrpcConfig::max_request_metadata_bytes`](crate::grpc::connection::GrpcConfig).
+    pub metadata_counted: usize,
 }
 
 /// What a remembered request header block says about its calls, shared by

@@ -3,7 +3,7 @@
 //! to send back.
 
 use crate::grpc::metadata::Metadata;
-use crate::grpc::remote::{Inbox, Responder, Shared, Target};
+use crate::grpc::remote::{Inbox, Lent, Queued, Responder, Shared, Target};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,6 +57,12 @@ pub(crate) struct AnswerTo {
     pub credit: usize,
     /// Request bytes that may wait for the thread.
     pub incoming_limit: usize,
+    /// The request bytes waiting for the threads of all the connection's
+    /// calls, and their limit.
+    pub queued: Arc<Queued>,
+    /// The answer bytes the sinks of all the connection's calls may have
+    /// on their way.
+    pub lent: Arc<Lent>,
 }
 
 /// The metadata a handler sends back: initial (with the response headers)
@@ -199,6 +205,8 @@ impl<'a> Context<'a> {
                 stream,
                 credit: to.credit,
                 incoming_limit: to.incoming_limit,
+                queued: to.queued.clone(),
+                lent: to.lent.clone(),
             },
             self.deadline,
         );

@@ -52,6 +52,11 @@ impl Metadata {
         self.fields.is_empty()
     }
 
+    /// The bytes the entries take, as HPACK counts a header list.
+    pub(crate) fn list_size(&self) -> usize {
+        self.fields.list_size()
+    }
+
     /// Removes every entry, keeping the allocated room.
     pub fn clear(&mut self) {
         self.fields.clear();

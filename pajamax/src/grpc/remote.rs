@@ -15,7 +15,8 @@ use crate::grpc::status::Status;
 use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
 /// A part of an answer on its way back to its call's worker.
@@ -45,6 +46,9 @@ pub(crate) enum Part {
     },
     /// The thread took incoming messages: the queue has room again.
     Resume,
+    /// The threads of the connection's calls took incoming messages: the
+    /// connection's share of queued request bytes has room again.
+    Room,
 }
 
 /// The queue of answer parts for one worker. Producers push from any
@@ -154,6 +158,185 @@ pub(crate) struct Target {
     /// Request bytes that may wait for the thread before the worker stops
     /// taking more from the client.
     pub incoming_limit: usize,
+    /// The request bytes all the connection's calls have waiting for their
+    /// threads.
+    pub queued: Arc<Queued>,
+    /// The answer bytes all the connection's sinks may have on their way.
+    pub lent: Arc<Lent>,
+}
+
+/// Answer bytes the sinks of one connection's calls may have on their way
+/// together, on top of each stream's own credit: without it, each of
+/// thousands of streams could fill the output with a send buffer's worth
+/// for a client that opens its windows and never reads. The worker gives
+/// it back as it gives back the streams' credit (as the bytes leave for
+/// the output, while the output and the held bytes are below their
+/// limits), and for a call that ended, once they are; a sink with nothing
+/// to send holds none of it.
+pub(crate) struct Lent {
+    state: Mutex<LentState>,
+}
+
+struct LentState {
+    /// What the sinks may still take; below zero while answers from other
+    /// threads that do not wait (a [`Responder`]'s) are on their way.
+    credit: i64,
+    /// Sinks waiting for credit to come back, first come first woken.
+    waiting: VecDeque<Weak<Shared>>,
+    /// The length at which `waiting` is rid of sinks that are gone: calls
+    /// that end while their sinks wait do not pile up.
+    prune_at: usize,
+}
+
+/// The shortest list of waiting sinks that [`Lent`] prunes.
+const MIN_PRUNE: usize = 16;
+
+impl Lent {
+    /// `credit` bytes for the sinks of a connection.
+    pub(crate) fn new(credit: usize) -> Arc<Lent> {
+        Arc::new(Lent {
+            state: Mutex::new(LentState {
+                credit: credit.max(1) as i64,
+                waiting: VecDeque::new(),
+                prune_at: MIN_PRUNE,
+            }),
+        })
+    }
+
+    /// Takes `bytes` if any credit is left, and says whether some is left
+    /// for a sink that waits; `None` when there was none: `sink` waits to
+    /// be woken.
+    fn take(&self, bytes: usize, sink: &Arc<Shared>) -> Option<bool> {
+        let mut state = lock(&self.state);
+        if state.credit > 0 {
+            state.credit -= bytes as i64;
+            return Some(state.credit > 0 && !state.waiting.is_empty());
+        }
+        if state.waiting.len() >= state.prune_at {
+            state.waiting.retain(|sink| sink.strong_count() > 0);
+            state.prune_at = 2 * state.waiting.len() + MIN_PRUNE;
+        }
+        state.waiting.push_back(Arc::downgrade(sink));
+        None
+    }
+
+    /// Counts answer bytes that did not wait for credit: sinks wait until
+    /// they are given back.
+    pub(crate) fn spend(&self, bytes: usize) {
+        lock(&self.state).credit -= bytes as i64;
+    }
+
+    /// Gives back `bytes`, and wakes the first sink that waited.
+    pub(crate) fn give(&self, bytes: usize) {
+        lock(&self.state).credit += bytes as i64;
+        self.wake_one();
+    }
+
+    /// Wakes the first sink that waits and is still in its call, if credit
+    /// is left. One at a time, not all at once: each sink that takes
+    /// credit wakes the next one while some is left.
+    fn wake_one(&self) {
+        loop {
+            let next = {
+                let mut state = lock(&self.state);
+                if state.credit <= 0 {
+                    return;
+                }
+                state.waiting.pop_front()
+            };
+            let Some(sink) = next else {
+                return;
+            };
+            let Some(sink) = sink.upgrade() else {
+                continue;
+            };
+            // Under the sink's lock: it waits already, or sees the credit.
+            let mut state = lock(&sink.state);
+            if state.cancelled.is_some() {
+                continue;
+            }
+            state.lent_waiting = false;
+            drop(state);
+            sink.changed.notify_all();
+            return;
+        }
+    }
+}
+
+/// Request bytes queued for the threads of one connection's calls, and the
+/// most they may be together: without it, each of thousands of streams
+/// could hold a stream window (or one inflated message) in its thread's
+/// queue.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    limit: usize,
+    state: Mutex<QueuedState>,
+    /// `state.bytes` as last stored, read by the worker's peaks without
+    /// taking the lock.
+    bytes_now: AtomicUsize,
+}
+
+#[derive(Debug, Default)]
+struct QueuedState {
+    bytes: usize,
+    /// A call was refused for lack of room: a [`Part::Room`] is owed once
+    /// there is some.
+    starved: bool,
+}
+
+/// What became of a request message offered to a call's thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Offered {
+    /// Queued for the thread.
+    Queued,
+    /// The call's queue is full: a [`Part::Resume`] comes once its thread
+    /// has made room.
+    CallFull,
+    /// The connection's queues are full: a [`Part::Room`] comes once the
+    /// threads have made room.
+    ConnectionFull,
+}
+
+impl Queued {
+    /// At most `limit` bytes (and at least one message) queued at once.
+    pub(crate) fn new(limit: usize) -> Arc<Queued> {
+        Arc::new(Queued {
+            limit: limit.max(1),
+            state: Mutex::new(QueuedState::default()),
+            bytes_now: AtomicUsize::new(0),
+        })
+    }
+
+    /// The request bytes queued now.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes_now.load(Ordering::Relaxed)
+    }
+
+    /// Counts `bytes` in if there is room: some is left, or nothing is
+    /// queued (a message larger than the limit goes alone).
+    fn add(&self, bytes: usize) -> bool {
+        let mut state = lock(&self.state);
+        if state.bytes > 0 && state.bytes + bytes > self.limit {
+            state.starved = true;
+            return false;
+        }
+        state.bytes += bytes;
+        self.bytes_now.store(state.bytes, Ordering::Relaxed);
+        true
+    }
+
+    /// Counts `bytes` out; `true` when a refused call may be offered more
+    /// now (the queues are down to half the limit).
+    fn remove(&self, bytes: usize) -> bool {
+        let mut state = lock(&self.state);
+        state.bytes -= bytes;
+        self.bytes_now.store(state.bytes, Ordering::Relaxed);
+        let room = state.starved && state.bytes <= self.limit / 2;
+        if room {
+            state.starved = false;
+        }
+        room
+    }
 }
 
 /// The state a call served on another thread shares with its worker.
@@ -178,6 +361,11 @@ struct State {
     incoming_end: Option<Option<Status>>,
     /// The worker stopped delivering for lack of room.
     resume_wanted: bool,
+    /// Answer bytes taken from the connection's [`Lent`] credit and not
+    /// given back yet.
+    lent: usize,
+    /// The sink waits for the connection's credit.
+    lent_waiting: bool,
 }
 
 impl Shared {
@@ -193,6 +381,8 @@ impl Shared {
                 incoming_bytes: 0,
                 incoming_end: None,
                 resume_wanted: false,
+                lent: 0,
+                lent_waiting: false,
             }),
             changed: Condvar::new(),
         })
@@ -222,26 +412,44 @@ impl Shared {
         self.changed.notify_all();
     }
 
-    /// Gives back credit for answer bytes that left for the client.
+    /// Gives back credit for answer bytes that left for the client, to
+    /// the call and to the connection.
     pub(crate) fn return_credit(&self, bytes: usize) {
-        lock(&self.state).credit += bytes as i64;
+        let mut state = lock(&self.state);
+        state.credit += bytes as i64;
+        let lent = bytes.min(state.lent);
+        state.lent -= lent;
+        drop(state);
         self.changed.notify_all();
+        if lent > 0 {
+            self.target.lent.give(lent);
+        }
     }
 
-    /// Queues a request message for the thread; `false` (and nothing
-    /// queued) when the queue is full: a [`Part::Resume`] comes once the
-    /// thread has made room.
-    pub(crate) fn offer(&self, message: &[u8]) -> bool {
+    /// The connection's credit this call's sink holds, taken back from it
+    /// (the call has ended, or ends): the caller gives it back once the
+    /// bytes are out.
+    pub(crate) fn take_lent(&self) -> usize {
+        std::mem::take(&mut lock(&self.state).lent)
+    }
+
+    /// Queues a request message for the thread, if the call's queue and
+    /// the connection's share have room; otherwise nothing is queued, and
+    /// a [`Part::Resume`] or [`Part::Room`] comes once there is room.
+    pub(crate) fn offer(&self, message: &[u8]) -> Offered {
         let mut state = lock(&self.state);
         if state.incoming_bytes >= self.target.incoming_limit {
             state.resume_wanted = true;
-            return false;
+            return Offered::CallFull;
+        }
+        if !self.target.queued.add(message.len()) {
+            return Offered::ConnectionFull;
         }
         state.incoming_bytes += message.len();
         state.incoming.push_back(message.to_vec());
         drop(state);
         self.changed.notify_all();
-        true
+        Offered::Queued
     }
 
     /// The client has sent everything (`None`), or its stream failed.
@@ -256,16 +464,37 @@ impl Shared {
 
     // ----- thread side -----
 
-    /// Waits for `bytes` of credit, or the end of the call.
-    fn take_credit(&self, bytes: usize) -> Result<(), Cancelled> {
+    /// Waits for `bytes` of credit, the call's and the connection's, or
+    /// the end of the call.
+    fn take_credit(self: &Arc<Self>, bytes: usize) -> Result<(), Cancelled> {
         let mut state = lock(&self.state);
+        let mut waited = false;
         loop {
             if let Some(reason) = state.cancelled {
+                drop(state);
+                if waited {
+                    // It may have been woken for credit it does not take:
+                    // the next sink is.
+                    self.target.lent.wake_one();
+                }
                 return Err(Cancelled { reason });
             }
-            if state.credit > 0 {
-                state.credit -= bytes as i64;
-                return Ok(());
+            if state.credit > 0 && !state.lent_waiting {
+                match self.target.lent.take(bytes, self) {
+                    Some(more) => {
+                        state.credit -= bytes as i64;
+                        state.lent += bytes;
+                        drop(state);
+                        if more {
+                            self.target.lent.wake_one();
+                        }
+                        return Ok(());
+                    }
+                    None => {
+                        state.lent_waiting = true;
+                        waited = true;
+                    }
+                }
             }
             state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
@@ -287,6 +516,9 @@ impl Shared {
                 if resume {
                     self.send(Part::Resume);
                 }
+                if self.target.queued.remove(message.len()) {
+                    self.send(Part::Room);
+                }
                 return Ok(Some(message));
             }
             if let Some(end) = &state.incoming_end {
@@ -299,6 +531,17 @@ impl Shared {
                 return Err(Cancelled { reason }.into());
             }
             state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for Shared {
+    /// Request messages the thread never took leave the connection's share.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let left = std::mem::take(&mut state.incoming_bytes);
+        if left > 0 && self.target.queued.remove(left) {
+            self.send(Part::Room);
         }
     }
 }
@@ -443,8 +686,10 @@ impl Drop for Responder {
 /// [`BidiStream::channel`](crate::BidiStream::channel).
 ///
 /// [`Sink::send`] waits while the answer bytes already on their way reach
-/// the stream's send buffer size and the client has not read them, so a
-/// slow client slows the sender instead of filling memory; it fails once
+/// the stream's send buffer size and the client has not read them, or
+/// while the sinks of the connection's calls together have
+/// `produce_output_limit` bytes on their way, so a slow client slows the
+/// sender instead of filling memory; it fails once
 /// the call has ended (the client cancelled, the deadline passed, the
 /// connection closed). End with [`Sink::finish`]; a sink dropped without
 /// it ends the call with `INTERNAL`.
@@ -556,8 +801,9 @@ impl<M: prost::Message> Sink<M> {
     }
 
     /// Sends one message, waiting first while the stream has as many bytes
-    /// on their way as its send buffer holds. The message is encoded here,
-    /// on the calling thread.
+    /// on their way as its send buffer holds, or the connection's sinks as
+    /// many as they may have together. The message is encoded here, on the
+    /// calling thread.
     ///
     /// # Errors
     ///
@@ -730,6 +976,8 @@ mod tests {
                 stream,
                 credit,
                 incoming_limit: 10,
+                queued: Queued::new(1 << 20),
+                lent: Lent::new(1 << 20),
             },
             None,
         )
@@ -799,6 +1047,56 @@ mod tests {
     }
 
     #[test]
+    fn sinks_of_one_connection_share_its_credit_and_wake_in_turn() {
+        let (inbox, _) = counting_inbox();
+        let lent = Lent::new(8);
+        let target = |stream| Target {
+            inbox: inbox.clone(),
+            connection: 7,
+            stream,
+            credit: 100,
+            incoming_limit: 10,
+            queued: Queued::new(1 << 20),
+            lent: lent.clone(),
+        };
+        let first = Shared::new(target(1), None);
+        let second = Shared::new(target(3), None);
+        let third = Shared::new(target(5), None);
+        let mut sink = Sink::<u32>::new(Some(first.clone()), Metadata::new(), Metadata::new());
+        sink.send(&300).unwrap();
+        assert_eq!(drain(&inbox).len(), 2, "headers and a message of 8 bytes");
+        let waiters: Vec<_> = [second.clone(), third.clone()]
+            .into_iter()
+            .map(|shared| {
+                std::thread::spawn(move || {
+                    let mut sink = Sink::<u32>::new(Some(shared), Metadata::new(), Metadata::new());
+                    sink.send(&300)
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            drain(&inbox).is_empty(),
+            "each stream has credit, the connection has none left"
+        );
+        // The second call ends: its waiting sink does not hold up the third.
+        second.cancel(CancelReason::Cancelled);
+        // Credit back for the first sink's bytes: one of the two wakes.
+        first.return_credit(8);
+        assert_eq!(first.take_lent(), 0);
+        let results: Vec<_> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+        assert!(results[0].is_err());
+        assert!(results[1].is_ok());
+        let sent: Vec<_> = drain(&inbox)
+            .into_iter()
+            .filter(|part| matches!(part.part, Part::Message(_)))
+            .collect();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].stream, 5);
+        assert_eq!(third.take_lent(), 8, "held until given back");
+    }
+
+    #[test]
     fn a_cancelled_call_fails_its_sink_and_stream() {
         let (inbox, _) = counting_inbox();
         let shared = shared(&inbox, 1, 0);
@@ -819,9 +1117,13 @@ mod tests {
         let (inbox, _) = counting_inbox();
         let shared = shared(&inbox, 1, 0);
         let message = [0, 0, 0, 0, 2, 0x08, 5];
-        assert!(shared.offer(&message));
-        assert!(shared.offer(&message));
-        assert!(!shared.offer(&message), "14 bytes queued, limit 10");
+        assert_eq!(shared.offer(&message), Offered::Queued);
+        assert_eq!(shared.offer(&message), Offered::Queued);
+        assert_eq!(
+            shared.offer(&message),
+            Offered::CallFull,
+            "14 bytes queued, limit 10"
+        );
         let mut requests = Streaming::<u32>::new(Some(shared.clone()));
         assert_eq!(requests.next().unwrap().unwrap(), 5);
         assert!(drain(&inbox).is_empty(), "7 bytes left: above half");

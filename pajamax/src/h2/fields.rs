@@ -62,6 +62,12 @@ pub struct ClassifiedField<'a> {
 }
 
 impl Fields {
+    /// The bytes the fields take, counted as HPACK counts a header list:
+    /// names and values, and 32 bytes for each field.
+    pub(crate) fn list_size(&self) -> usize {
+        self.bytes.len() + 32 * self.entries.len()
+    }
+
     /// The number of fields stored.
     pub fn len(&self) -> usize {
         self.entries.len()

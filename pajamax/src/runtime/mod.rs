@@ -63,6 +63,9 @@ pub(crate) struct Shared {
     pub peak_held: AtomicUsize,
     /// The most incomplete request bytes one connection has buffered.
     pub peak_buffered: AtomicUsize,
+    /// The most request bytes one connection has had queued for handlers
+    /// on other threads.
+    pub peak_queued: AtomicUsize,
     /// The most streams one connection has had open at once.
     pub peak_streams: AtomicUsize,
     /// Connections closed by the server with a GOAWAY carrying an error.
@@ -97,6 +100,7 @@ impl Shared {
             peak_output: AtomicUsize::new(0),
             peak_held: AtomicUsize::new(0),
             peak_buffered: AtomicUsize::new(0),
+            peak_queued: AtomicUsize::new(0),
             peak_streams: AtomicUsize::new(0),
             connection_errors: AtomicUsize::new(0),
             counters: (0..workers).map(|_| WorkerCounters::default()).collect(),

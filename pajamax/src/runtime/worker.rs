@@ -110,6 +110,7 @@ struct Peaks {
     output: usize,
     held: usize,
     buffered: usize,
+    queued: usize,
     streams: usize,
 }
 
@@ -310,6 +311,7 @@ impl Worker {
         raise(&all.peak_output, mine.output, &mut published.output);
         raise(&all.peak_held, mine.held, &mut published.held);
         raise(&all.peak_buffered, mine.buffered, &mut published.buffered);
+        raise(&all.peak_queued, mine.queued, &mut published.queued);
         raise(&all.peak_streams, mine.streams, &mut published.streams);
     }
 
@@ -847,6 +849,7 @@ fn record_peaks(conn: &mut Conn, counted: &mut Counted, shared: &Shared) {
     peaks.output = peaks.output.max(h2.output().len());
     peaks.held = peaks.held.max(h2.held_bytes());
     peaks.buffered = peaks.buffered.max(conn.grpc.buffered_request_bytes());
+    peaks.queued = peaks.queued.max(conn.grpc.queued_request_bytes());
     peaks.streams = peaks.streams.max(h2.open_streams());
     if !conn.error_counted && h2.error().is_some_and(|e| e.reason != Reason::NO_ERROR) {
         conn.error_counted = true;

@@ -223,3 +223,145 @@ async fn observers_see_every_answered_call() {
     );
     common::stop(server).await;
 }
+
+/// A call whose deadline passes before its handler runs is answered
+/// `DEADLINE_EXCEEDED` all the same, and observers see it: one whose
+/// `grpc-timeout` is over on arrival (unary and client-streaming), and one
+/// whose deadline passes while it waits for its request body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observers_see_calls_whose_deadline_passed_before_their_handler() {
+    use common::raw::RawPeer;
+    use pajamax_test_peer::Frame;
+
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let record = calls.clone();
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .observe(move |call: &FinishedCall<'_>| {
+            record
+                .lock()
+                .unwrap()
+                .push((format!("{}/{}", call.service, call.method), call.code));
+        })
+        .add_service(Probe)
+        .add_service(Streams {
+            seen: Default::default(),
+        })
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let addr = server.local_addr();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let over = [("grpc-timeout", "0n")];
+        let mut bytes = Vec::new();
+        // A whole unary request, over on arrival.
+        let block = peer.request_block("/test.Probe/Echo", &over);
+        Frame::headers(1, &block, false).write(&mut bytes);
+        Frame::data(1, &pajamax_test_peer::grpc::message(&[]), true).write(&mut bytes);
+        // A client stream, over on arrival.
+        let block = peer.request_block("/test.Streams/Sum", &over);
+        Frame::headers(3, &block, false).write(&mut bytes);
+        // A unary request whose body never comes; its deadline passes.
+        let block = peer.request_block("/test.Probe/Echo", &[("grpc-timeout", "1m")]);
+        Frame::headers(5, &block, false).write(&mut bytes);
+        peer.send(&bytes);
+        peer.listen(Duration::from_secs(10), |h| h.statuses.len() == 3)
+    })
+    .await
+    .unwrap();
+    for stream in [1, 3, 5] {
+        assert_eq!(
+            heard
+                .statuses
+                .iter()
+                .find(|s| s.0 == stream)
+                .map(|s| s.1.as_str()),
+            Some("4"),
+            "{heard:?}"
+        );
+    }
+    // Observers run on the worker before its answers are written.
+    let mut seen = calls.lock().unwrap().clone();
+    seen.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        seen,
+        [
+            ("test.Probe/Echo".to_string(), Code::DeadlineExceeded),
+            ("test.Probe/Echo".to_string(), Code::DeadlineExceeded),
+            ("test.Streams/Sum".to_string(), Code::DeadlineExceeded),
+        ]
+    );
+    common::stop(server).await;
+}
+
+/// The response metadata an interceptor adds goes out on every kind of
+/// call, served on the worker or on a thread: the headers with the
+/// answer's headers, the trailers with its status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interceptor_metadata_reaches_every_kind_of_call() {
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1).intercept(
+        |_: &CallInfo<'_>, ctx: &mut Context<'_>| {
+            ctx.headers_mut().insert("x-checked", "yes").unwrap();
+            ctx.trailers_mut().insert("x-seen", "yes").unwrap();
+            Ok(())
+        },
+    ));
+    let channel = connect(&server).await;
+    let ask = |count| Ask {
+        count,
+        value: 1,
+        ..Ask::default()
+    };
+    for method in ["Count", "CountThread"] {
+        let response = server_stream(channel.clone(), method, tonic::Request::new(ask(2)))
+            .await
+            .unwrap();
+        assert_eq!(
+            response.metadata().get("x-checked").unwrap(),
+            "yes",
+            "{method}"
+        );
+        let (items, end, trailers) = streams::collect(response.into_inner()).await;
+        end.unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(trailers.unwrap().get("x-seen").unwrap(), "yes", "{method}");
+    }
+    for method in ["Sum", "SumThread"] {
+        let reply = streams::client_stream(channel.clone(), method, vec![ask(0), ask(0)])
+            .await
+            .unwrap();
+        assert_eq!(
+            reply.metadata().get("x-checked").unwrap(),
+            "yes",
+            "{method}"
+        );
+        assert_eq!(reply.metadata().get("x-seen").unwrap(), "yes", "{method}");
+    }
+    for method in ["Echo", "EchoThread"] {
+        let (send, requests) = tokio::sync::mpsc::channel(4);
+        send.send(ask(0)).await.unwrap();
+        drop(send);
+        let response = streams::bidi(channel.clone(), method, requests)
+            .await
+            .unwrap();
+        assert_eq!(
+            response.metadata().get("x-checked").unwrap(),
+            "yes",
+            "{method}"
+        );
+        let (_, end, trailers) = streams::collect(response.into_inner()).await;
+        end.unwrap();
+        assert_eq!(trailers.unwrap().get("x-seen").unwrap(), "yes", "{method}");
+    }
+    // A stream that fails: the metadata comes with the status.
+    let mut failing = ask(0);
+    failing.fail_code = 5;
+    let status = server_stream(channel.clone(), "Count", tonic::Request::new(failing))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound);
+    assert_eq!(status.metadata().get("x-seen").unwrap(), "yes");
+    assert_eq!(status.metadata().get("x-checked").unwrap(), "yes");
+    common::stop(server).await;
+}

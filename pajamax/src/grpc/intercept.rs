@@ -100,7 +100,10 @@ pub struct FinishedCall<'a> {
     /// The status the call ended with.
     pub code: Code,
     /// From the arrival of the request's headers (the read that brought
-    /// them) to the answer's end.
+    /// them) to the answer's end. A call answered before its handler ran
+    /// counts from the read that completed its request, or, ended while
+    /// its body was awaited (its deadline passed, the server stopped), from
+    /// its end: zero.
     pub duration: Duration,
     /// Request message bytes taken in, 5-byte prefixes included.
     pub request_bytes: u64,

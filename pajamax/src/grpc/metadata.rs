@@ -137,19 +137,38 @@ impl fmt::Debug for Metadata {
     }
 }
 
+/// Header names a response must not carry as metadata: the
+/// connection-specific fields HTTP/2 forbids (RFC 9113 section 8.2.2; a
+/// client drops a response with one as malformed), and the fields the
+/// server sets itself.
+const RESERVED: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+    "content-type",
+    "content-length",
+];
+
 fn check_name(name: &str) -> Result<(), InvalidMetadata> {
     let valid = !name.is_empty()
         && !name.starts_with("grpc-")
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b));
-    if valid {
-        Ok(())
-    } else {
-        Err(InvalidMetadata(
+    if !valid {
+        return Err(InvalidMetadata(
             "a metadata key must be lower-case [0-9a-z-_.] and not start with grpc-",
-        ))
+        ));
     }
+    if RESERVED.contains(&name) {
+        return Err(InvalidMetadata(
+            "a metadata key must not be a connection-specific field, te, content-type or content-length",
+        ));
+    }
+    Ok(())
 }
 
 fn decode_base64(raw: &[u8]) -> Option<Vec<u8>> {
@@ -201,6 +220,9 @@ mod tests {
         assert!(md.insert("x-bin", "v").is_err());
         assert!(md.insert("x", "line\nbreak").is_err());
         assert!(md.insert_bin("x", b"v").is_err());
+        for reserved in ["connection", "te", "transfer-encoding", "content-type"] {
+            assert!(md.insert(reserved, "v").is_err(), "{reserved}");
+        }
         assert!(md.is_empty());
     }
 }

@@ -6,8 +6,10 @@ use crate::grpc::compression;
 use crate::grpc::metadata::Metadata;
 use crate::grpc::percent;
 use crate::grpc::status::{Code, Status};
-use crate::h2::connection::{BlockMemo, Connection, Field};
+use crate::h2::connection::{header_list_size, BlockMemo, Connection, Field};
 use crate::h2::hpack::Indexing;
+use base64::engine::general_purpose::STANDARD_NO_PAD;
+use base64::Engine;
 
 /// `:status: 200` and `content-type: application/grpc`, kept in the HPACK
 /// table so that steady-state answers spend one byte on each.
@@ -67,13 +69,15 @@ pub(crate) fn send_answer(
     text: &mut Vec<u8>,
 ) {
     if headers.is_empty() && trailers.is_empty() {
-        h2.send_answer(
+        return h2.send_answer(
             stream,
             (&mut memos.headers, &SUCCESS_HEADERS),
             reply,
             (&mut memos.ok_trailers, &[STATUS_OK]),
         );
-        return;
+    }
+    if metadata_too_large(h2, headers, trailers) {
+        return send_metadata_too_large(h2, stream, text);
     }
     send_headers(h2, memos, stream, headers, false);
     h2.send_data(stream, reply, false);
@@ -90,6 +94,9 @@ pub(crate) fn send_compressed_answer(
     trailers: &Metadata,
     text: &mut Vec<u8>,
 ) {
+    if metadata_too_large(h2, headers, trailers) {
+        return send_metadata_too_large(h2, stream, text);
+    }
     send_headers(h2, memos, stream, headers, true);
     h2.send_data(stream, reply, false);
     send_trailers(h2, memos, stream, None, trailers, text);
@@ -137,6 +144,12 @@ pub(crate) fn send_trailers(
     let mut fields = Vec::with_capacity(2 + metadata.len());
     push_status(&mut fields, status, text);
     push_metadata(&mut fields, metadata);
+    if header_list_size(&fields) > h2.peer_max_header_list() {
+        let mut fields = Vec::with_capacity(2);
+        let status = too_large_status();
+        push_status(&mut fields, Some(&status), text);
+        return h2.send_trailers(stream, &fields);
+    }
     h2.send_trailers(stream, &fields);
 }
 
@@ -161,6 +174,41 @@ pub(crate) fn send_status_only(
     }
     push_metadata(&mut fields, headers);
     push_metadata(&mut fields, trailers);
+    if header_list_size(&fields) > h2.peer_max_header_list() {
+        drop(fields);
+        return send_metadata_too_large(h2, stream, text);
+    }
+    h2.send_headers(stream, &fields, true);
+}
+
+/// The status of an answer whose metadata the client would refuse.
+fn too_large_status() -> Status {
+    Status::internal("the response metadata is larger than the client's header list size limit")
+}
+
+/// Whether the headers or the trailers of a unary answer with `headers`
+/// and `trailers` as metadata (and `grpc-status: 0`) pass the header list
+/// size the client takes.
+fn metadata_too_large(h2: &Connection, headers: &Metadata, trailers: &Metadata) -> bool {
+    let limit = h2.peer_max_header_list();
+    if limit == usize::MAX {
+        return false;
+    }
+    let size = |base: &[Field<'_>], metadata: &Metadata| {
+        header_list_size(base) + header_list_size(&metadata.fields().to_send().collect::<Vec<_>>())
+    };
+    size(&SUCCESS_HEADERS, headers) > limit || size(&[STATUS_OK], trailers) > limit
+}
+
+/// Answers with [`too_large_status`], trailers-only and without metadata:
+/// the client refuses a header block larger than its limit, and would
+/// see only a reset stream.
+fn send_metadata_too_large(h2: &mut Connection, stream: u32, text: &mut Vec<u8>) {
+    log::warn!("stream {stream}: response metadata past the client's header list size limit");
+    let status = too_large_status();
+    let mut fields = Vec::with_capacity(4);
+    fields.extend(SUCCESS_HEADERS);
+    push_status(&mut fields, Some(&status), text);
     h2.send_headers(stream, &fields, true);
 }
 
@@ -174,7 +222,8 @@ pub(crate) fn send_not_grpc(h2: &mut Connection, stream: u32) {
     h2.send_data(stream, NOT_GRPC_BODY, true);
 }
 
-/// `grpc-status` and, when there is one, `grpc-message`; `text` must
+/// `grpc-status` and, when there are some, `grpc-message` and
+/// `grpc-status-details-bin`; `text` (which holds both encoded values) must
 /// outlive `fields`.
 fn push_status<'f>(fields: &mut Vec<Field<'f>>, status: Option<&Status>, text: &'f mut Vec<u8>) {
     let Some(status) = status else {
@@ -185,10 +234,19 @@ fn push_status<'f>(fields: &mut Vec<Field<'f>>, status: Option<&Status>, text: &
         b"grpc-status",
         status.code().as_str().as_bytes(),
     ));
-    if !status.message().is_empty() {
-        text.clear();
-        percent::encode(status.message(), text);
-        fields.push(Field::literal(b"grpc-message", text));
+    text.clear();
+    percent::encode(status.message(), text);
+    let message_len = text.len();
+    if !status.details().is_empty() {
+        let details = STANDARD_NO_PAD.encode(status.details());
+        text.extend_from_slice(details.as_bytes());
+    }
+    let (message, details) = text.split_at(message_len);
+    if !message.is_empty() {
+        fields.push(Field::literal(b"grpc-message", message));
+    }
+    if !details.is_empty() {
+        fields.push(Field::literal(b"grpc-status-details-bin", details));
     }
 }
 

@@ -255,6 +255,13 @@ impl Connection {
         self.streams.contains(stream)
     }
 
+    /// The largest header list the peer takes (its
+    /// SETTINGS_MAX_HEADER_LIST_SIZE; unlimited until it says), counted as
+    /// [`header_list_size`] does.
+    pub fn peer_max_header_list(&self) -> usize {
+        self.peer.max_header_list
+    }
+
     /// Whether the connection is finished: after a connection error, or
     /// after a GOAWAY either way once every stream is done. The caller
     /// closes the socket once [`Connection::output`] is written.
@@ -1214,4 +1221,13 @@ impl Connection {
             self.close_send_side(stream);
         }
     }
+}
+
+/// The size of a header list as SETTINGS_MAX_HEADER_LIST_SIZE counts it:
+/// name + value + 32 per field (RFC 9113 section 6.5.2).
+pub fn header_list_size(fields: &[Field<'_>]) -> usize {
+    fields
+        .iter()
+        .map(|field| field.name.len() + field.value.len() + 32)
+        .sum()
 }

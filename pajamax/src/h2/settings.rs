@@ -30,12 +30,16 @@ pub(crate) fn write_local(config: &Config, out: &mut Vec<u8>) {
 pub(crate) struct PeerSettings {
     /// SETTINGS_INITIAL_WINDOW_SIZE: the send window of each new stream.
     pub initial_window: u32,
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: the largest header list the peer
+    /// takes (name + value + 32 per field); unlimited until it says.
+    pub max_header_list: usize,
 }
 
 impl PeerSettings {
     pub(crate) fn new() -> PeerSettings {
         PeerSettings {
             initial_window: DEFAULT_WINDOW,
+            max_header_list: usize::MAX,
         }
     }
 
@@ -85,6 +89,9 @@ impl PeerSettings {
                         ));
                     }
                     output.set_max_frame(value as usize);
+                }
+                setting::MAX_HEADER_LIST_SIZE => {
+                    self.max_header_list = usize::try_from(value).unwrap_or(usize::MAX)
                 }
                 _ => {}
             }

@@ -1,0 +1,249 @@
+//! Response metadata a handler sets, as tonic's client and a raw peer see
+//! it: names HTTP/2 forbids in a response, and error details.
+
+mod common;
+
+use common::{connect, text, ProbeReply, ProbeRequest};
+use pajamax::{Context, Reply, Service, Status};
+use std::time::Duration;
+use tonic::codegen::http::uri::PathAndQuery;
+
+/// A service whose handler sets the metadata its request lists.
+struct Setter;
+
+impl Service for Setter {
+    fn name(&self) -> &'static str {
+        "test.Setter"
+    }
+
+    fn methods(&self) -> &'static [pajamax::Method] {
+        const METHODS: [pajamax::Method; 1] = [pajamax::Method::unary("Set")];
+        &METHODS
+    }
+
+    /// The request's text is lines `h name value` (a response header) or
+    /// `t name value` (a trailer); `fail` ends the call with `NOT_FOUND`.
+    /// A key the metadata refuses is left out.
+    fn unary(
+        &self,
+        _method: usize,
+        ctx: &mut Context<'_>,
+        request: &[u8],
+        reply: &mut Reply<'_>,
+    ) -> Result<(), Status> {
+        let req: ProbeRequest = pajamax::decode_request(request)?;
+        let mut refused = Vec::new();
+        for line in req.text.lines() {
+            let mut parts = line.splitn(3, ' ');
+            let (Some(to), Some(name), value) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            let value = value.unwrap_or("");
+            let inserted = match to {
+                "h" => ctx.headers_mut().insert(name, value),
+                "t" => ctx.trailers_mut().insert(name, value),
+                _ => continue,
+            };
+            if inserted.is_err() {
+                refused.push(name.to_owned());
+            }
+        }
+        if req.text.lines().any(|line| line == "fail") {
+            return Err(Status::not_found("as asked"));
+        }
+        reply.encode(&ProbeReply {
+            text: refused.join(","),
+            ..Default::default()
+        });
+        Ok(())
+    }
+}
+
+async fn set(
+    channel: tonic::transport::Channel,
+    lines: &str,
+) -> Result<tonic::Response<ProbeReply>, tonic::Status> {
+    let mut client = tonic::client::Grpc::new(channel);
+    client.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<ProbeRequest, ProbeReply>::default();
+    let path = PathAndQuery::from_static("/test.Setter/Set");
+    client.unary(text(lines), path, codec).await
+}
+
+/// RFC 9113 section 8.2.2: a response with a connection-specific field
+/// (or `te` other than `trailers`) is malformed, and the client drops the
+/// call. Such names cannot be set, so a handler that tries still answers.
+#[tokio::test]
+async fn connection_specific_names_are_refused_so_the_call_still_answers() {
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(Setter)
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let channel = connect(&server).await;
+    for name in [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+        "te",
+    ] {
+        for to in ["h", "t"] {
+            let lines = format!("{to} {name} close\n{to} x-ok yes");
+            let reply = set(channel.clone(), &lines)
+                .await
+                .unwrap_or_else(|status| panic!("{to} {name}: {status:?}"));
+            assert_eq!(reply.get_ref().text, name, "{to} {name} is refused");
+        }
+        // And on an error answer (trailers-only).
+        let status = set(channel.clone(), &format!("t {name} close\nfail"))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::NotFound, "{name}: {status:?}");
+    }
+    // The fields gRPC owns in a response cannot be set twice either.
+    for name in ["content-type", "content-length"] {
+        let reply = set(channel.clone(), &format!("h {name} text/plain"))
+            .await
+            .unwrap();
+        assert_eq!(reply.get_ref().text, name);
+    }
+    common::stop(server).await;
+}
+
+/// A service whose handler fails with the details its request carries.
+struct Detailed;
+
+impl Service for Detailed {
+    fn name(&self) -> &'static str {
+        "test.Detailed"
+    }
+
+    fn methods(&self) -> &'static [pajamax::Method] {
+        const METHODS: [pajamax::Method; 1] = [pajamax::Method::unary("Fail")];
+        &METHODS
+    }
+
+    /// Fails with `INVALID_ARGUMENT`, the request's text as message and its
+    /// blob as details.
+    fn unary(
+        &self,
+        _method: usize,
+        _ctx: &mut Context<'_>,
+        request: &[u8],
+        _reply: &mut Reply<'_>,
+    ) -> Result<(), Status> {
+        let req: ProbeRequest = pajamax::decode_request(request)?;
+        Err(Status::with_details(
+            pajamax::Code::InvalidArgument,
+            req.text,
+            req.blob,
+        ))
+    }
+}
+
+/// Rich error details reach tonic's `Status::details`, decoded from
+/// `grpc-status-details-bin`, beside a percent-encoded message.
+#[tokio::test]
+async fn error_details_reach_the_client() {
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(Detailed)
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let channel = connect(&server).await;
+    for details in [vec![8, 3, 18, 1, 0xff], vec![1], vec![]] {
+        let mut client = tonic::client::Grpc::new(channel.clone());
+        client.ready().await.expect("ready");
+        let codec = tonic_prost::ProstCodec::<ProbeRequest, ProbeReply>::default();
+        let request = tonic::Request::new(ProbeRequest {
+            text: "50% \u{2713}\nbad".into(),
+            blob: details.clone(),
+            ..Default::default()
+        });
+        let path = PathAndQuery::from_static("/test.Detailed/Fail");
+        let status = client.unary(request, path, codec).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert_eq!(status.message(), "50% \u{2713}\nbad");
+        assert_eq!(status.details(), &details[..]);
+    }
+    common::stop(server).await;
+}
+
+/// A client's SETTINGS_MAX_HEADER_LIST_SIZE bounds the header blocks it
+/// takes (RFC 9113 section 6.5.2; grpc-java advertises 8 KiB): an answer
+/// whose metadata would pass it ends `INTERNAL`, without the metadata,
+/// instead of a block the client refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_past_the_clients_header_list_limit_ends_internal() {
+    use common::raw::RawPeer;
+    use pajamax::h2::frame::setting;
+    use prost::Message;
+
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(Setter)
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let addr = server.local_addr();
+    let big = "a".repeat(2000);
+    let asks = [
+        (1, format!("t x-big {big}")),
+        (3, format!("t x-big {big}\nfail")),
+        (5, format!("h x-big {big}")),
+        (7, "t x-ok yes\nh x-ok yes".to_string()),
+    ];
+    let (heard, blocks) = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[(setting::MAX_HEADER_LIST_SIZE, 1024)]);
+        let mut bytes = Vec::new();
+        for (stream, lines) in &asks {
+            let message = ProbeRequest {
+                text: lines.clone(),
+                ..Default::default()
+            }
+            .encode_to_vec();
+            bytes.extend(peer.request(*stream, "/test.Setter/Set", &message));
+        }
+        peer.send(&bytes);
+        let heard = peer.listen(Duration::from_secs(10), |h| h.statuses.len() == 4);
+        (heard, peer.client.heard().blocks.clone())
+    })
+    .await
+    .unwrap();
+    for stream in [1, 3, 5] {
+        assert_eq!(
+            heard
+                .statuses
+                .iter()
+                .find(|s| s.0 == stream)
+                .map(|s| s.1.as_str()),
+            Some("13"),
+            "stream {stream}: {heard:?}"
+        );
+    }
+    assert_eq!(
+        heard
+            .statuses
+            .iter()
+            .find(|s| s.0 == 7)
+            .map(|s| s.1.as_str()),
+        Some("0")
+    );
+    for block in &blocks {
+        let size: usize = block
+            .fields
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 32)
+            .sum();
+        assert!(
+            size <= 1024,
+            "a block of {size} bytes on stream {}",
+            block.stream
+        );
+    }
+    common::stop(server).await;
+}

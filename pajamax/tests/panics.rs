@@ -1,0 +1,201 @@
+//! A handler that panics, in every kind of method, on the worker and on a
+//! thread of its own: its call ends `INTERNAL`, and the connection and its
+//! other calls go on.
+
+mod common;
+
+use common::streams::{self, Ask, Item, Streams};
+use common::{connect, echo_works_on};
+use pajamax::grpc::streaming::{RawInbound, RawServerStream};
+use pajamax::{
+    BidiHandler, BidiStream, ClientStream, ClientStreamHandler, Context, Method, MethodKind, Next,
+    Producer, Responses, ServerStream, Service, Status,
+};
+use std::time::Instant;
+
+/// `test.Panics`: each method panics after its first message.
+struct Panics;
+
+const METHODS: &[Method] = &[
+    Method {
+        name: "Count",
+        kind: MethodKind::ServerStreaming,
+    },
+    Method {
+        name: "CountThread",
+        kind: MethodKind::ServerStreaming,
+    },
+    Method {
+        name: "Sum",
+        kind: MethodKind::ClientStreaming,
+    },
+    Method {
+        name: "SumThread",
+        kind: MethodKind::ClientStreaming,
+    },
+    Method {
+        name: "Echo",
+        kind: MethodKind::BidiStreaming,
+    },
+    Method {
+        name: "EchoThread",
+        kind: MethodKind::BidiStreaming,
+    },
+];
+
+struct PanicsLater(u32);
+
+impl Producer<Item> for PanicsLater {
+    fn next(&mut self, _now: Instant) -> Next<Item> {
+        self.0 += 1;
+        assert!(self.0 < 2, "the producer panics on purpose");
+        Next::Message(Item::default())
+    }
+}
+
+struct PanicsOnMessage;
+
+impl ClientStreamHandler<Ask, Item> for PanicsOnMessage {
+    fn on_message(&mut self, _ctx: &mut Context<'_>, _ask: Ask) -> Result<(), Status> {
+        panic!("the handler panics on purpose")
+    }
+
+    fn on_end(&mut self, _ctx: &mut Context<'_>) -> Result<Item, Status> {
+        Ok(Item::default())
+    }
+}
+
+impl BidiHandler<Ask, Item> for PanicsOnMessage {
+    fn on_message(
+        &mut self,
+        _ctx: &mut Context<'_>,
+        _ask: Ask,
+        responses: &mut Responses<'_, Item>,
+    ) -> Result<(), Status> {
+        responses.send(&Item::default());
+        panic!("the handler panics on purpose")
+    }
+
+    fn on_end(
+        &mut self,
+        _ctx: &mut Context<'_>,
+        _responses: &mut Responses<'_, Item>,
+    ) -> Result<(), Status> {
+        Ok(())
+    }
+}
+
+impl Service for Panics {
+    fn name(&self) -> &'static str {
+        "test.Panics"
+    }
+
+    fn methods(&self) -> &'static [Method] {
+        METHODS
+    }
+
+    fn server_streaming(
+        &self,
+        method: usize,
+        ctx: &mut Context<'_>,
+        _request: &[u8],
+    ) -> Result<RawServerStream, Status> {
+        if METHODS[method].name == "Count" {
+            return Ok(ServerStream::from_producer(PanicsLater(0)).into_raw());
+        }
+        let (stream, mut sink) = ServerStream::<Item>::channel(ctx);
+        std::thread::spawn(move || {
+            sink.send(&Item::default()).unwrap();
+            panic!("the thread panics on purpose");
+        });
+        Ok(stream.into_raw())
+    }
+
+    fn client_streaming(&self, method: usize, ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
+        if METHODS[method].name == "Sum" {
+            return Ok(ClientStream::on_worker(PanicsOnMessage).into_raw());
+        }
+        let (stream, mut requests, _responder) = ClientStream::<Ask, Item>::channel(ctx);
+        std::thread::spawn(move || {
+            let _ = requests.next();
+            panic!("the thread panics on purpose");
+        });
+        Ok(stream.into_raw())
+    }
+
+    fn bidi_streaming(&self, method: usize, ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
+        if METHODS[method].name == "Echo" {
+            return Ok(BidiStream::on_worker(PanicsOnMessage).into_raw());
+        }
+        let (stream, mut requests, mut sink) = BidiStream::<Ask, Item>::channel(ctx);
+        std::thread::spawn(move || {
+            let _ = requests.next();
+            sink.send(&Item::default()).unwrap();
+            panic!("the thread panics on purpose");
+        });
+        Ok(stream.into_raw())
+    }
+}
+
+fn panics_path(method: &str) -> tonic::codegen::http::uri::PathAndQuery {
+    format!("/test.Panics/{method}").try_into().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_in_any_kind_of_call_ends_it_internal_and_nothing_else() {
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(Panics)
+        .add_service(Streams {
+            seen: Default::default(),
+        })
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let channel = connect(&server).await;
+    let codec = || tonic_prost::ProstCodec::<Ask, Item>::default();
+    for method in ["Count", "CountThread"] {
+        let mut client = tonic::client::Grpc::new(channel.clone());
+        client.ready().await.unwrap();
+        let response = client
+            .server_streaming(
+                tonic::Request::new(Ask::default()),
+                panics_path(method),
+                codec(),
+            )
+            .await
+            .unwrap();
+        let (items, end, _) = streams::collect(response.into_inner()).await;
+        assert_eq!(items.len(), 1, "{method}");
+        assert_eq!(end.unwrap_err().code(), tonic::Code::Internal, "{method}");
+        echo_works_on(channel.clone(), "Count").await;
+    }
+    for method in ["Sum", "SumThread"] {
+        let mut client = tonic::client::Grpc::new(channel.clone());
+        client.ready().await.unwrap();
+        let requests = tokio_stream::iter(vec![Ask::default(), Ask::default()]);
+        let status = client
+            .client_streaming(tonic::Request::new(requests), panics_path(method), codec())
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Internal, "{method}: {status:?}");
+        echo_works_on(channel.clone(), "Sum").await;
+    }
+    for method in ["Echo", "EchoThread"] {
+        let mut client = tonic::client::Grpc::new(channel.clone());
+        client.ready().await.unwrap();
+        let (send, requests) = tokio::sync::mpsc::channel(4);
+        send.send(Ask::default()).await.unwrap();
+        let requests = tokio_stream::wrappers::ReceiverStream::new(requests);
+        let response = client
+            .streaming(tonic::Request::new(requests), panics_path(method), codec())
+            .await
+            .unwrap();
+        let (items, end, _) = streams::collect(response.into_inner()).await;
+        drop(send);
+        assert_eq!(items.len(), 1, "{method}");
+        assert_eq!(end.unwrap_err().code(), tonic::Code::Internal, "{method}");
+        echo_works_on(channel.clone(), "Count").await;
+    }
+    common::stop(server).await;
+}

@@ -447,3 +447,197 @@ async fn many_sinks_to_a_client_that_opens_its_windows_and_never_reads_are_bound
     assert!(stats.peak_output_bytes <= 8 << 20, "{stats:?}");
     common::stop(server).await;
 }
+
+/// Bidirectional calls whose threads let go of their requests unread and
+/// go on answering hold none of the connection's share of bytes queued for
+/// threads: a client-streaming call to a thread that reads, on the same
+/// connection, is fed and answers while they last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_a_thread_let_go_of_unread_hold_no_share_of_the_connection() {
+    use tokio_stream::StreamExt;
+    fn blobs(count: u64) -> impl tokio_stream::Stream<Item = Blob> + Send + 'static {
+        tokio_stream::iter((1..=count).map(|value| Ask {
+            value,
+            ..Default::default()
+        }))
+        .map_blob(16 << 10)
+    }
+    let (server, seen) = streams::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_buffered_request_bytes(256 << 10),
+    );
+    let channel = common::connect(&server).await;
+    let mut deaf = Vec::new();
+    let mut ends = Vec::new();
+    for _ in 0..2 {
+        let mut client = tonic::client::Grpc::new(channel.clone());
+        client.ready().await.unwrap();
+        // 192 KiB each: together more than the connection's share.
+        let (end, more) = tokio::sync::mpsc::channel::<Blob>(1);
+        ends.push(end);
+        let asks = blobs(12).chain(tokio_stream::wrappers::ReceiverStream::new(more));
+        let codec = tonic_prost::ProstCodec::<Blob, Item>::default();
+        let response = client
+            .streaming(
+                tonic::Request::new(asks),
+                PathAndQuery::from_static("/test.Streams/Deaf"),
+                codec,
+            )
+            .await
+            .unwrap();
+        let mut answers = response.into_inner();
+        assert_eq!(answers.message().await.unwrap().unwrap().value, 1);
+        deaf.push(answers);
+    }
+    // Their requests have had time to reach the server.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut client = tonic::client::Grpc::new(channel.clone());
+    client.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<Blob, Item>::default();
+    let sum = tokio::time::timeout(
+        Duration::from_secs(60),
+        client.client_streaming(
+            tonic::Request::new(blobs(8)),
+            PathAndQuery::from_static("/test.Streams/SumThread"),
+            codec,
+        ),
+    )
+    .await
+    .expect("the call whose thread reads is fed")
+    .unwrap();
+    assert_eq!(sum.get_ref().value, 8 * 9 / 2);
+    assert_eq!(seen.deaf_ended.load(Ordering::SeqCst), 0, "still going");
+    // The client ends its requests, then cancels.
+    drop(ends);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(deaf);
+    drop(channel);
+    wait_for(|| seen.deaf_ended.load(Ordering::SeqCst) == 2).await;
+    assert_eq!(seen.deaf_ended.load(Ordering::SeqCst), 2);
+    common::stop(server).await;
+}
+
+/// Sinks of many calls on one connection share its credit, more than it
+/// holds at once, while the client reads; a third of the calls are
+/// cancelled part-way, often while their sinks wait for that credit. Every
+/// other call gets all of its answers, and the connection's credit is all
+/// there again after: a second round of calls on it ends whole as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_sinks_sharing_a_connection_some_cancelled_mid_way_end_whole() {
+    const CALLS: u32 = 96;
+    const ITEMS: u32 = 40;
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    // 8 KiB answers: 96 sinks with a send buffer (64 KiB) each want more
+    // than the connection lends its sinks together (4 MiB).
+    let ask = Ask {
+        count: ITEMS,
+        size: 8 << 10,
+        ..Ask::default()
+    };
+    let round = |calls: u32, cancel_every: u32| {
+        let channel = channel.clone();
+        let ask = ask.clone();
+        async move {
+            let mut tasks = Vec::new();
+            for i in 0..calls {
+                let channel = channel.clone();
+                let cancel = cancel_every > 0 && i % cancel_every == 0;
+                // A call to be cancelled asks for answers without end: its
+                // thread ends only by learning that.
+                let ask = Ask {
+                    endless: cancel,
+                    ..ask.clone()
+                };
+                tasks.push(tokio::spawn(async move {
+                    let mut answers =
+                        server_stream(channel, "CountThread", tonic::Request::new(ask))
+                            .await
+                            .unwrap()
+                            .into_inner();
+                    let mut got = 0;
+                    while let Some(item) = answers.message().await.unwrap() {
+                        got += 1;
+                        assert_eq!(item.value, got);
+                        if cancel && got == 3 {
+                            // Dropped: the client resets the stream.
+                            return None;
+                        }
+                    }
+                    Some(got)
+                }));
+            }
+            let mut whole = 0;
+            let mut cancelled = 0;
+            for task in tasks {
+                match task.await.unwrap() {
+                    Some(got) => {
+                        assert_eq!(got, u64::from(ITEMS));
+                        whole += 1;
+                    }
+                    None => cancelled += 1,
+                }
+            }
+            (whole, cancelled)
+        }
+    };
+    let (whole, cancelled) = tokio::time::timeout(Duration::from_secs(120), round(CALLS, 3))
+        .await
+        .expect("every call not cancelled ends");
+    assert_eq!((whole, cancelled), (CALLS - CALLS / 3, CALLS / 3));
+    wait_for(|| {
+        seen.threads_done.load(Ordering::SeqCst) + seen.sends_cancelled.load(Ordering::SeqCst)
+            == CALLS as usize
+    })
+    .await;
+    assert_eq!(
+        seen.threads_done.load(Ordering::SeqCst),
+        (CALLS - CALLS / 3) as usize
+    );
+    assert_eq!(
+        seen.sends_cancelled.load(Ordering::SeqCst),
+        (CALLS / 3) as usize,
+        "the threads of the calls cancelled learn it"
+    );
+    // The credit of the calls cancelled came back: more sinks than it
+    // lets send at once still end.
+    let (whole, _) = tokio::time::timeout(Duration::from_secs(120), round(CALLS, 0))
+        .await
+        .expect("a second round ends");
+    assert_eq!(whole, CALLS);
+    common::stop(server).await;
+}
+
+/// A client-streaming call answered by its thread before the client is
+/// done ends there: the thread that still reads its requests learns so,
+/// rather than waiting for ever for messages the server no longer takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_answered_early_ends_the_requests_its_thread_reads() {
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let channel = common::connect(&server).await;
+    let (more, asks) = tokio::sync::mpsc::channel::<Ask>(4);
+    more.send(Ask {
+        value: 5,
+        ..Ask::default()
+    })
+    .await
+    .unwrap();
+    let mut client = tonic::client::Grpc::new(channel.clone());
+    client.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<Ask, Item>::default();
+    let answer = client
+        .client_streaming(
+            tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(asks)),
+            PathAndQuery::from_static("/test.Streams/SumFirst"),
+            codec,
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.get_ref().value, 5);
+    // The client has not ended its requests.
+    wait_for(|| seen.first_readers_ended.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(seen.first_readers_ended.load(Ordering::SeqCst), 1);
+    drop(more);
+    common::stop(server).await;
+}

@@ -1739,6 +1739,11 @@ impl GrpcConnection {
                 trailers,
             } => {
                 let call = self.take_call(stream).expect("found above");
+                if let State::Remote(remote) = &call.state {
+                    // Answered: a thread that still reads the requests of
+                    // a client stream learns that they end here.
+                    remote.shared.cancel(CancelReason::Ended);
+                }
                 let compress = call.compress;
                 if let (true, Some(started), Some(route)) =
                     (self.observing, call.started, call.route)

@@ -196,7 +196,7 @@ impl Lent {
     pub(crate) fn new(credit: usize) -> Arc<Lent> {
         Arc::new(Lent {
             state: Mutex::new(LentState {
-                credit: credit.max(1) as i64,
+                credit: i64::try_from(credit.max(1)).unwrap_or(i64::MAX),
                 waiting: VecDeque::new(),
                 prune_at: MIN_PRUNE,
             }),
@@ -218,6 +218,12 @@ impl Lent {
         }
         state.waiting.push_back(Arc::downgrade(sink));
         None
+    }
+
+    /// What the sinks may still take.
+    #[cfg(test)]
+    fn credit(&self) -> i64 {
+        lock(&self.state).credit
     }
 
     /// Counts answer bytes that did not wait for credit: sinks wait until
@@ -361,6 +367,9 @@ struct State {
     incoming_end: Option<Option<Status>>,
     /// The worker stopped delivering for lack of room.
     resume_wanted: bool,
+    /// The thread let go of its [`Streaming`]: what it did not take is
+    /// dropped, and so is what comes after.
+    reader_gone: bool,
     /// Answer bytes taken from the connection's [`Lent`] credit and not
     /// given back yet.
     lent: usize,
@@ -370,7 +379,7 @@ struct State {
 
 impl Shared {
     pub(crate) fn new(target: Target, deadline: Option<Instant>) -> Arc<Shared> {
-        let credit = target.credit as i64;
+        let credit = i64::try_from(target.credit).unwrap_or(i64::MAX);
         Arc::new(Shared {
             target,
             deadline,
@@ -381,6 +390,7 @@ impl Shared {
                 incoming_bytes: 0,
                 incoming_end: None,
                 resume_wanted: false,
+                reader_gone: false,
                 lent: 0,
                 lent_waiting: false,
             }),
@@ -438,6 +448,10 @@ impl Shared {
     /// a [`Part::Resume`] or [`Part::Room`] comes once there is room.
     pub(crate) fn offer(&self, message: &[u8]) -> Offered {
         let mut state = lock(&self.state);
+        if state.reader_gone {
+            // Taken, and dropped: no one reads them.
+            return Offered::Queued;
+        }
         if state.incoming_bytes >= self.target.incoming_limit {
             state.resume_wanted = true;
             return Offered::CallFull;
@@ -531,6 +545,29 @@ impl Shared {
                 return Err(Cancelled { reason }.into());
             }
             state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Shared {
+    /// The thread let go of its [`Streaming`]: the request messages it did
+    /// not take leave the connection's share at once, not when the call
+    /// ends (a bidirectional call may answer through its sink for long
+    /// after), and those that come after are dropped as they arrive.
+    fn let_go_of_incoming(&self) {
+        let mut state = lock(&self.state);
+        state.reader_gone = true;
+        state.incoming.clear();
+        let left = std::mem::take(&mut state.incoming_bytes);
+        // A call held back for its full queue takes messages again (to
+        // drop them).
+        let resume = std::mem::take(&mut state.resume_wanted);
+        drop(state);
+        if resume {
+            self.send(Part::Resume);
+        }
+        if left > 0 && self.target.queued.remove(left) {
+            self.send(Part::Room);
         }
     }
 }
@@ -869,7 +906,10 @@ impl<M> Drop for Sink<M> {
 /// is done. An item is an error when a message does not decode
 /// (`INVALID_ARGUMENT`) or the call has ended ([`Cancelled`] as a status);
 /// nothing follows an error. Taking messages is what lets the client send
-/// more: its flow-control window opens as the queue empties.
+/// more: its flow-control window opens as the queue empties. Dropping it
+/// lets go of the requests: those not taken yet, and those the client
+/// sends after, are dropped (the client is not held back), while the call
+/// goes on.
 ///
 /// ```
 /// use pajamax::{ClientStream, Context, Status};
@@ -924,6 +964,15 @@ impl<M> Streaming<M> {
     /// The call's deadline, from the client's `grpc-timeout`.
     pub fn deadline(&self) -> Option<Instant> {
         self.shared.as_ref().and_then(|s| s.deadline)
+    }
+}
+
+impl<M> Drop for Streaming<M> {
+    /// What was queued for it and not taken leaves the connection's share.
+    fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            shared.let_go_of_incoming();
+        }
     }
 }
 
@@ -1094,6 +1143,214 @@ mod tests {
         assert_eq!(sent.len(), 1);
         assert_eq!(sent[0].stream, 5);
         assert_eq!(third.take_lent(), 8, "held until given back");
+    }
+
+    /// A small generator of pseudo-random numbers, seeded: the stress
+    /// tests below take the same turns each run.
+    struct Turns(u64);
+
+    impl Turns {
+        fn next(&mut self, below: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % below
+        }
+    }
+
+    /// Many sinks share a small pool; a stand-in for the worker gives
+    /// credit back late and in random batches, and cancels a third of
+    /// the calls at random moments, often while their sinks wait for the
+    /// pool. Every sink that is not cancelled sends all of its messages
+    /// (none waits forever for credit that is there), and once all have
+    /// ended the pool holds all of its credit again.
+    #[test]
+    fn many_sinks_some_cancelled_while_they_wait_never_lose_the_pool() {
+        const SINKS: u32 = 24;
+        const MESSAGES: u32 = 300;
+        const POOL: usize = 40;
+        let (inbox, _) = counting_inbox();
+        let lent = Lent::new(POOL);
+        let calls: Vec<Arc<Shared>> = (0..SINKS)
+            .map(|i| {
+                Shared::new(
+                    Target {
+                        inbox: inbox.clone(),
+                        connection: 7,
+                        stream: 2 * i + 1,
+                        credit: 24,
+                        incoming_limit: 10,
+                        queued: Queued::new(1 << 20),
+                        lent: lent.clone(),
+                    },
+                    None,
+                )
+            })
+            .collect();
+        let threads: Vec<_> = calls
+            .iter()
+            .map(|shared| {
+                let shared = shared.clone();
+                std::thread::spawn(move || {
+                    let mut sink = Sink::<u32>::new(Some(shared), Metadata::new(), Metadata::new());
+                    for n in 0..MESSAGES {
+                        // 6 to 10 bytes framed.
+                        sink.send(&(n * 997 % 100_000_000))?;
+                    }
+                    sink.finish(Ok(()));
+                    Ok::<(), Cancelled>(())
+                })
+            })
+            .collect();
+        let mut turns = Turns(0x9e37_79b9_7f4a_7c15);
+        let mut ended = vec![false; SINKS as usize];
+        let mut finished = 0;
+        // Answer bytes in the stand-in's output: their credit goes back
+        // once they are written.
+        let mut held: Vec<(usize, usize)> = Vec::new();
+        let mut parts = Vec::new();
+        let give_up = Instant::now() + std::time::Duration::from_secs(120);
+        while finished < SINKS {
+            assert!(
+                Instant::now() < give_up,
+                "sinks wait for ever: {finished} of {SINKS} ended, pool {}",
+                lent.credit()
+            );
+            inbox.drain(&mut parts);
+            for delivery in parts.drain(..) {
+                let index = (delivery.stream / 2) as usize;
+                match delivery.part {
+                    Part::Message(bytes) if !ended[index] => held.push((index, bytes.len())),
+                    Part::Finish { .. } => finished += 1,
+                    _ => {}
+                }
+            }
+            // Some of the held bytes leave.
+            let leaving = turns.next(held.len() as u64 + 1) as usize;
+            for (index, bytes) in held.drain(..leaving) {
+                calls[index].return_credit(bytes);
+            }
+            // Now and then a call ends: as the worker does, its sink's
+            // credit goes back once its bytes are out.
+            if turns.next(40) == 0 {
+                let index = turns.next(u64::from(SINKS)) as usize;
+                if index.is_multiple_of(3) && !ended[index] {
+                    ended[index] = true;
+                    calls[index].cancel(CancelReason::Cancelled);
+                    held.retain(|&(i, _)| i != index);
+                    lent.give(calls[index].take_lent());
+                }
+            }
+            std::thread::yield_now();
+        }
+        for (index, bytes) in held.drain(..) {
+            calls[index].return_credit(bytes);
+        }
+        for (index, thread) in threads.into_iter().enumerate() {
+            let result = thread.join().unwrap();
+            if !ended[index] {
+                assert!(result.is_ok(), "sink {index} not cancelled but failed");
+            }
+        }
+        for (index, shared) in calls.iter().enumerate() {
+            if !ended[index] {
+                lent.give(shared.take_lent());
+            }
+        }
+        assert_eq!(
+            lent.credit(),
+            POOL as i64,
+            "the pool has all its credit back"
+        );
+    }
+
+    /// A thread that lets go of its `Streaming` without reading it leaves
+    /// nothing counted in the connection's share of queued request bytes
+    /// (while its call goes on, answering through its sink), and a call
+    /// refused for lack of room is told there is some.
+    #[test]
+    fn messages_of_a_streaming_let_go_of_leave_the_connections_share() {
+        let (inbox, _) = counting_inbox();
+        let queued = Queued::new(16);
+        let target = |stream| Target {
+            inbox: inbox.clone(),
+            connection: 7,
+            stream,
+            credit: 100,
+            incoming_limit: 100,
+            queued: queued.clone(),
+            lent: Lent::new(1 << 20),
+        };
+        let deaf = Shared::new(target(1), None);
+        let other = Shared::new(target(3), None);
+        let requests = Streaming::<u32>::new(Some(deaf.clone()));
+        let _sink = Sink::<u32>::new(Some(deaf.clone()), Metadata::new(), Metadata::new());
+        let message = [0, 0, 0, 0, 2, 0x08, 5];
+        assert_eq!(deaf.offer(&message), Offered::Queued);
+        assert_eq!(deaf.offer(&message), Offered::Queued);
+        assert_eq!(other.offer(&message), Offered::ConnectionFull);
+        drop(requests);
+        assert_eq!(
+            queued.bytes(),
+            0,
+            "nothing waits for a thread that cannot read"
+        );
+        assert!(drain(&inbox)
+            .iter()
+            .any(|part| matches!(part.part, Part::Room)));
+        assert_eq!(other.offer(&message), Offered::Queued);
+        assert_eq!(deaf.offer(&message), Offered::Queued, "taken, and dropped");
+        assert_eq!(queued.bytes(), 7, "only the other call's message waits");
+    }
+
+    /// Credit set as large as it goes (`usize::MAX` for no limit) is not
+    /// read as none: the sink sends.
+    #[test]
+    fn credit_without_limit_lets_a_sink_send() {
+        let (inbox, _) = counting_inbox();
+        let lent = Lent::new(usize::MAX);
+        assert!(lent.credit() > 0, "the connection's");
+        let shared = Shared::new(
+            Target {
+                inbox: inbox.clone(),
+                connection: 7,
+                stream: 1,
+                credit: usize::MAX,
+                incoming_limit: 10,
+                queued: Queued::new(usize::MAX),
+                lent,
+            },
+            None,
+        );
+        assert!(lock(&shared.state).credit > 0, "the stream's");
+        let mut sink = Sink::<u32>::new(Some(shared), Metadata::new(), Metadata::new());
+        sink.send(&300).unwrap();
+        sink.finish(Ok(()));
+        assert_eq!(drain(&inbox).len(), 3, "headers, the message, the end");
+    }
+
+    /// A call held back because its thread's queue was full is let go on
+    /// once the thread drops its `Streaming`: what the client sends then
+    /// is taken and dropped, not held with the client's window shut.
+    #[test]
+    fn a_full_queue_let_go_of_resumes_its_call() {
+        let (inbox, _) = counting_inbox();
+        let shared = shared(&inbox, 1, 0);
+        let requests = Streaming::<u32>::new(Some(shared.clone()));
+        let message = [0, 0, 0, 0, 2, 0x08, 5];
+        assert_eq!(shared.offer(&message), Offered::Queued);
+        assert_eq!(shared.offer(&message), Offered::Queued);
+        assert_eq!(shared.offer(&message), Offered::CallFull);
+        drop(requests);
+        let parts = drain(&inbox);
+        assert_eq!(parts.len(), 1);
+        assert!(matches!(parts[0].part, Part::Resume));
+        assert_eq!(
+            shared.offer(&message),
+            Offered::Queued,
+            "taken, and dropped"
+        );
+        assert_eq!(shared.target.queued.bytes(), 0);
     }
 
     #[test]

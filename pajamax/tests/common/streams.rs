@@ -57,6 +57,10 @@ pub struct Seen {
     pub handlers_dropped_early: AtomicUsize,
     /// Threads that saw their call end while they held its requests.
     pub hoarders_cancelled: AtomicUsize,
+    /// Threads of `Deaf` calls that saw their call end.
+    pub deaf_ended: AtomicUsize,
+    /// Threads of `SumFirst` calls whose requests ended after the answer.
+    pub first_readers_ended: AtomicUsize,
 }
 
 /// The service, `test.Streams`.
@@ -95,6 +99,14 @@ pub const METHODS: &[Method] = &[
     },
     Method {
         name: "Hoard",
+        kind: MethodKind::ClientStreaming,
+    },
+    Method {
+        name: "Deaf",
+        kind: MethodKind::BidiStreaming,
+    },
+    Method {
+        name: "SumFirst",
         kind: MethodKind::ClientStreaming,
     },
 ];
@@ -291,6 +303,19 @@ impl Service for Streams {
                 });
                 Ok(stream.into_raw())
             }
+            "SumFirst" => {
+                // Answers with the first request, then reads on to the
+                // end of the requests.
+                let (stream, mut requests, responder) = ClientStream::<Ask, Item>::channel(ctx);
+                let seen = self.seen.clone();
+                std::thread::spawn(move || {
+                    let first = requests.next().unwrap_or(Ok(Ask::default()));
+                    responder.respond(first.map(|ask| item(ask.value, 0)));
+                    for _ in requests {}
+                    seen.first_readers_ended.fetch_add(1, Ordering::SeqCst);
+                });
+                Ok(stream.into_raw())
+            }
             "SumThread" => {
                 let (stream, requests, mut responder) = ClientStream::<Ask, Item>::channel(ctx);
                 let seen = self.seen.clone();
@@ -344,6 +369,22 @@ impl Service for Streams {
                     }
                     sink.finish(Ok(()));
                     seen.threads_done.fetch_add(1, Ordering::SeqCst);
+                });
+                Ok(stream.into_raw())
+            }
+            "Deaf" => {
+                // Lets go of the requests unread, answers once, and holds
+                // its sink until the call ends.
+                let (stream, requests, mut sink) = BidiStream::<Ask, Item>::channel(ctx);
+                drop(requests);
+                let seen = self.seen.clone();
+                std::thread::spawn(move || {
+                    if sink.send(&item(1, 0)).is_ok() {
+                        while !sink.is_cancelled() {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                    }
+                    seen.deaf_ended.fetch_add(1, Ordering::SeqCst);
                 });
                 Ok(stream.into_raw())
             }

@@ -196,3 +196,52 @@ async fn a_client_that_has_closed_its_sending_half_is_not_pinged_away() {
     assert_eq!(heard.statuses, [(1, "0".to_string())], "{heard:?}");
     common::stop(server).await;
 }
+
+/// A client that reads its answers slowly, so that the server stops
+/// reading from it for a while, is not taken for gone: the PING's answer
+/// could not be read meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_reading_is_paused_is_not_pinged_away() {
+    let server = common::start(keepalive(50, 100).max_pending_output(64 << 10));
+    let addr = server.local_addr();
+    let request = |reply_size| {
+        common::ProbeRequest {
+            reply_size,
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    let (answered, last) = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 1 << 30)]);
+        let mut bytes = frame_bytes(kind::WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes());
+        // 1000 answers of 64 KiB: far more than the pending-output limit
+        // and the sockets' buffers, so the server stops reading.
+        for i in 0..1000u32 {
+            bytes.extend(peer.request(1 + 2 * i, "/test.Probe/Echo", &request(64 << 10)));
+        }
+        peer.send(&bytes);
+        // Nothing read for longer than the keepalive interval and timeout.
+        std::thread::sleep(Duration::from_millis(600));
+        let mut answered = 0;
+        loop {
+            let heard = TcpClient::listen(&mut peer, WAIT, |h| h.closed || !h.statuses.is_empty());
+            for payload in &heard.pings {
+                peer.send(&ack(payload));
+            }
+            answered += heard.statuses.len();
+            if heard.closed || heard.statuses.is_empty() || answered == 1000 {
+                break;
+            }
+        }
+        // The connection still serves a call.
+        let bytes = peer.request(2001, "/test.Probe/Echo", &request(1));
+        peer.send(&bytes);
+        let last = TcpClient::listen(&mut peer, WAIT, |h| h.closed || h.status(2001).is_some());
+        (answered, last)
+    })
+    .await
+    .unwrap();
+    assert_eq!(answered, 1000);
+    assert_eq!(last.status(2001), Some("0"), "{last:?}");
+    common::stop(server).await;
+}

@@ -547,8 +547,15 @@ impl Worker {
                 continue;
             }
             // A peer that has closed its sending half cannot answer: what
-            // it still waits for ends as the FIN rules say (`serve`).
-            if let Some(interval) = self.config.keepalive_interval.filter(|_| !conn.read_ended) {
+            // it still waits for ends as the FIN rules say (`serve`). Nor
+            // is an answer read while reading is paused for a client that
+            // reads its answers slowly: a dead one there leaves its output
+            // unacknowledged, and TCP gives up on it.
+            if let Some(interval) = self
+                .config
+                .keepalive_interval
+                .filter(|_| !conn.read_ended && !conn.read_paused)
+            {
                 if conn.ping_sent.is_some_and(|sent| conn.last_read > sent) {
                     // Answered, or the client spoke since.
                     conn.ping_sent = None;

@@ -8,40 +8,16 @@ use common::streams::{self, Ask, Item, Streams};
 use common::{connect, echo_works_on};
 use pajamax::grpc::streaming::{RawInbound, RawServerStream};
 use pajamax::{
-    BidiHandler, BidiStream, ClientStream, ClientStreamHandler, Context, Method, MethodKind, Next,
-    Producer, Responses, ServerStream, Service, Status,
+    BidiHandler, BidiStream, ClientStream, ClientStreamHandler, Context, Method, Next, Producer,
+    Responses, ServerStream, Service, Status,
 };
 use std::time::Instant;
 
 /// `test.Panics`: each method panics after its first message.
 struct Panics;
 
-const METHODS: &[Method] = &[
-    Method {
-        name: "Count",
-        kind: MethodKind::ServerStreaming,
-    },
-    Method {
-        name: "CountThread",
-        kind: MethodKind::ServerStreaming,
-    },
-    Method {
-        name: "Sum",
-        kind: MethodKind::ClientStreaming,
-    },
-    Method {
-        name: "SumThread",
-        kind: MethodKind::ClientStreaming,
-    },
-    Method {
-        name: "Echo",
-        kind: MethodKind::BidiStreaming,
-    },
-    Method {
-        name: "EchoThread",
-        kind: MethodKind::BidiStreaming,
-    },
-];
+/// The streaming methods of `test.Streams`, by the same names.
+const METHODS: &[Method] = streams::METHODS.split_at(6).0;
 
 struct PanicsLater(u32);
 

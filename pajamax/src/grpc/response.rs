@@ -194,9 +194,8 @@ fn metadata_too_large(h2: &Connection, headers: &Metadata, trailers: &Metadata) 
     if limit == usize::MAX {
         return false;
     }
-    let size = |base: &[Field<'_>], metadata: &Metadata| {
-        header_list_size(base) + header_list_size(&metadata.fields().to_send().collect::<Vec<_>>())
-    };
+    let size =
+        |base: &[Field<'_>], metadata: &Metadata| header_list_size(base) + metadata.list_size();
     size(&SUCCESS_HEADERS, headers) > limit || size(&[STATUS_OK], trailers) > limit
 }
 

@@ -247,3 +247,58 @@ async fn metadata_past_the_clients_header_list_limit_ends_internal() {
     }
     common::stop(server).await;
 }
+
+/// A server stream whose initial metadata would pass the client's header
+/// list size limit: its headers go without it, and the call ends
+/// `INTERNAL`, its producer dropped or its thread told, as grpc-go resets
+/// such a stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_headers_past_the_clients_header_list_limit_end_the_call_internal() {
+    use common::raw::RawPeer;
+    use common::streams::{self, Ask};
+    use pajamax::h2::frame::setting;
+    use prost::Message;
+    use std::sync::atomic::Ordering;
+
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    let ask = |header_size| {
+        Ask {
+            endless: true,
+            interval_ms: 1,
+            header_size,
+            ..Ask::default()
+        }
+        .encode_to_vec()
+    };
+    let (heard, blocks) = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[(setting::MAX_HEADER_LIST_SIZE, 1024)]);
+        let mut bytes = peer.request(1, "/test.Streams/Count", &ask(2000));
+        bytes.extend(peer.request(3, "/test.Streams/CountThread", &ask(2000)));
+        peer.send(&bytes);
+        let heard = peer.listen(Duration::from_secs(10), |h| h.statuses.len() == 2);
+        (heard, peer.client.heard().blocks.clone())
+    })
+    .await
+    .unwrap();
+    let mut statuses = heard.statuses.clone();
+    statuses.sort();
+    assert_eq!(statuses, [(1, "13".into()), (3, "13".into())], "{heard:?}");
+    for block in &blocks {
+        let size: usize = block
+            .fields
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 32)
+            .sum();
+        assert!(size <= 1024, "a block of {size} bytes: {block:?}");
+    }
+    for _ in 0..500 {
+        if seen.sends_cancelled.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 1);
+    common::stop(server).await;
+}

@@ -38,11 +38,7 @@ async fn an_endless_client_stream_into_a_handler_that_does_not_read_is_held_back
         counter.fetch_add(1, Ordering::SeqCst);
         Ask {
             value: 1,
-            interval_ms: 0,
-            count: 0,
-            size: 0,
-            endless: false,
-            fail_code: 0,
+            ..Ask::default()
         }
     }))
     .map_blob(1024);

@@ -298,6 +298,10 @@ pub struct GrpcConnection {
     outgoing: Outgoing,
     /// Calls served on other threads that may be owed credit.
     touched: Vec<u32>,
+    /// Calls whose response headers went without their metadata, past the
+    /// client's header list size limit: they end `INTERNAL` once the batch
+    /// is done ([`GrpcConnection::end_overlarge`]).
+    overlarge: Vec<u32>,
     /// Credit of the connection's sinks whose calls ended, or answer bytes
     /// of other threads that did not wait for it: given back once the
     /// output and the held bytes are below their limits.
@@ -373,6 +377,7 @@ impl GrpcConnection {
             scratch: Vec::new(),
             outgoing: Outgoing::default(),
             touched: Vec::new(),
+            overlarge: Vec::new(),
             lent_due: 0,
             starved: Vec::new(),
             new_deadlines: Vec::new(),
@@ -1483,13 +1488,15 @@ impl GrpcConnection {
         let out = &self.outgoing;
         if (out.headers_now || !out.messages.is_empty()) && !call.headers_sent {
             call.headers_sent = true;
-            response::send_headers(
+            if !response::send_headers(
                 &mut self.h2,
                 &mut self.memos,
                 stream,
                 &call.response.headers,
                 call.compress,
-            );
+            ) {
+                self.overlarge.push(stream);
+            }
         }
         if !out.messages.is_empty() {
             call.response_bytes += out.messages.len() as u64;
@@ -1522,13 +1529,15 @@ impl GrpcConnection {
         }
         if !call.headers_sent {
             call.headers_sent = true;
-            response::send_headers(
+            if !response::send_headers(
                 &mut self.h2,
                 &mut self.memos,
                 stream,
                 &call.response.headers,
                 call.compress,
-            );
+            ) {
+                self.overlarge.push(stream);
+            }
         }
         if !out.messages.is_empty() {
             call.response_bytes += out.messages.len() as u64;
@@ -1633,13 +1642,15 @@ impl GrpcConnection {
             } else if !self.scratch.is_empty() {
                 if !call.headers_sent {
                     call.headers_sent = true;
-                    response::send_headers(
+                    if !response::send_headers(
                         &mut self.h2,
                         &mut self.memos,
                         stream,
                         &call.response.headers,
                         call.compress,
-                    );
+                    ) {
+                        self.overlarge.push(stream);
+                    }
                 }
                 call.response_bytes += self.scratch.len() as u64;
                 let data = if call.compress {
@@ -1666,6 +1677,9 @@ impl GrpcConnection {
                 self.ready.push_back(stream);
             }
         }
+        if !self.overlarge.is_empty() {
+            self.end_overlarge();
+        }
     }
 
     // ----- answers from other threads -----
@@ -1687,25 +1701,29 @@ impl GrpcConnection {
             Part::Headers(metadata) => {
                 if !call.headers_sent {
                     call.headers_sent = true;
-                    response::send_headers(
+                    if !response::send_headers(
                         &mut self.h2,
                         &mut self.memos,
                         stream,
                         &metadata,
                         call.compress,
-                    );
+                    ) {
+                        self.overlarge.push(stream);
+                    }
                 }
             }
             Part::Message(bytes) => {
                 if !call.headers_sent {
                     call.headers_sent = true;
-                    response::send_headers(
+                    if !response::send_headers(
                         &mut self.h2,
                         &mut self.memos,
                         stream,
                         &call.response.headers,
                         call.compress,
-                    );
+                    ) {
+                        self.overlarge.push(stream);
+                    }
                 }
                 call.response_bytes += bytes.len() as u64;
                 let compress = call.compress;
@@ -1847,6 +1865,9 @@ impl GrpcConnection {
         if !self.touched.is_empty() || !self.ready.is_empty() || self.lent_due > 0 {
             self.produce(now);
         }
+        if !self.overlarge.is_empty() {
+            self.end_overlarge();
+        }
         if self.inflated.capacity() > KEPT_COMPRESSION_ROOM
             || self.deflated.capacity() > KEPT_COMPRESSION_ROOM
         {
@@ -1855,6 +1876,22 @@ impl GrpcConnection {
         if self.calls.is_empty() {
             // No call holds metadata of its own now, whatever the count.
             self.metadata_bytes = 0;
+        }
+    }
+
+    /// Ends with `INTERNAL` the calls whose response headers went without
+    /// their metadata, which the client's header list size limit would
+    /// have refused (a call that ended meanwhile kept its status). Their
+    /// producers are dropped, their threads see the call cancelled.
+    #[cold]
+    fn end_overlarge(&mut self) {
+        for stream in std::mem::take(&mut self.overlarge) {
+            if let Some(call) = self.take_call(stream) {
+                let status = Status::internal(
+                    "the response headers are larger than the client's header list size limit",
+                );
+                self.end_call(stream, call, Some(status));
+            }
         }
     }
 

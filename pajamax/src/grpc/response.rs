@@ -79,6 +79,7 @@ pub(crate) fn send_answer(
     if metadata_too_large(h2, headers, trailers) {
         return send_metadata_too_large(h2, stream, text);
     }
+    // Checked above: the metadata fits.
     send_headers(h2, memos, stream, headers, false);
     h2.send_data(stream, reply, false);
     send_trailers(h2, memos, stream, None, trailers, text);
@@ -103,7 +104,9 @@ pub(crate) fn send_compressed_answer(
 }
 
 /// Sends the response headers with `metadata`; with `gzip`, they say the
-/// messages are compressed.
+/// messages are compressed. Returns `false` when the metadata would pass
+/// the client's header list size limit: the headers go without it, and the
+/// caller ends the call with `INTERNAL` (as grpc-go resets such a stream).
 #[inline]
 pub(crate) fn send_headers(
     h2: &mut Connection,
@@ -111,19 +114,25 @@ pub(crate) fn send_headers(
     stream: u32,
     metadata: &Metadata,
     gzip: bool,
-) {
+) -> bool {
     let (memo, fields): (_, &[Field<'_>]) = if gzip {
         (&mut memos.gzip_headers, &GZIP_HEADERS)
     } else {
         (&mut memos.headers, &SUCCESS_HEADERS)
     };
-    if metadata.is_empty() {
+    let fits = metadata.is_empty()
+        || header_list_size(fields) + metadata.list_size() <= h2.peer_max_header_list();
+    if !fits {
+        log::warn!("stream {stream}: response headers past the client's header list size limit");
+    }
+    if !fits || metadata.is_empty() {
         h2.send_headers_memo(stream, memo, fields, false);
-        return;
+        return fits;
     }
     let mut fields = fields.to_vec();
     push_metadata(&mut fields, metadata);
     h2.send_headers(stream, &fields, false);
+    true
 }
 
 /// Sends the trailers: `grpc-status` (`OK` without a status), its message,

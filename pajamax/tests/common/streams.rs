@@ -33,6 +33,10 @@ pub struct Ask {
     /// End the call with this status code after the messages.
     #[prost(int32, tag = "6")]
     pub fail_code: i32,
+    /// Bytes of an `x-big` response header (server streaming), if any.
+    /// (Tag 7 is the blob some tests send along.)
+    #[prost(uint32, tag = "8")]
+    pub header_size: u32,
 }
 
 /// One answer.
@@ -251,6 +255,10 @@ impl Service for Streams {
     ) -> Result<RawServerStream, Status> {
         let ask: Ask = pajamax::decode_request(request)?;
         ctx.headers_mut().insert("x-kind", "server").unwrap();
+        if ask.header_size > 0 {
+            let big = "b".repeat(ask.header_size as usize);
+            ctx.headers_mut().insert("x-big", &big).unwrap();
+        }
         match METHODS[method].name {
             "Count" => Ok(ServerStream::from_producer(Counter {
                 ask,

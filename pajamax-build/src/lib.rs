@@ -61,7 +61,9 @@
 //! escaped as prost escapes field names (`Type` becomes `r#type`).
 //! `google.protobuf.Empty` is `()`, as in prost. Proto comments become doc
 //! comments. Two rpcs whose Rust names meet give a `compile_error!` naming
-//! the name.
+//! the name. A service named `Self` has the trait `Self_`, as prost names
+//! it, and `SelfServer` (`SelfShard`, ... in dispatch mode); one named `T`
+//! has `TServer<H: T>`.
 //!
 //! # File descriptor set (server reflection)
 //!

@@ -449,6 +449,9 @@ pub(crate) fn generate(code: &ServiceCode<'_>) -> (TokenStream, Problems) {
         #call_items
 
         #shard_doc
+        // Handlers are named as the proto says, whatever Rust's conventions
+        // expect of a `new`, `from_*` or `into_*`.
+        #[allow(clippy::new_ret_no_self, clippy::wrong_self_convention)]
         pub trait #shard {
             #(#shard_methods)*
         }

@@ -301,17 +301,27 @@ pub(crate) fn generate(code: &ServiceCode<'_>) -> (TokenStream, Problems) {
         routes.add(method.kind, method.index_literal(), parts.route);
     }
 
-    let trait_name = code.named("");
+    let trait_name = code.trait_name();
     let trait_doc = trait_doc(code);
     let items = quote! {
         #trait_doc
         // The marker traits by path: a service may be named `Send` or `Sync`.
+        // Handlers are named as the proto says, whatever Rust's conventions
+        // expect of a `new`, `from_*` or `into_*`.
+        #[allow(clippy::new_ret_no_self, clippy::wrong_self_convention)]
         pub trait #trait_name: ::core::marker::Send + ::core::marker::Sync + 'static {
             #(#handlers)*
         }
     };
+    // The server's type parameter, named apart from the trait it is bound
+    // by: a service may be named `T`.
+    let param = if trait_name == "T" {
+        format_ident!("H")
+    } else {
+        format_ident!("T")
+    };
     let server = Server {
-        param: format_ident!("T"),
+        param,
         bound: trait_name.clone(),
         field: format_ident!("inner"),
         doc: format!("Serves an implementation of [`{trait_name}`]: add it to a pajamax server."),

@@ -132,9 +132,13 @@ pub(crate) struct ServiceCode<'a> {
     pub(crate) full_name: String,
     /// `greeter_server`.
     pub(crate) module: Ident,
-    /// `Greeter`: the service name as prost writes it, which the other
-    /// names start with.
+    /// `Greeter`: the service name as prost writes it, the name of the
+    /// local-mode trait.
     pub(crate) base: String,
+    /// What the other names start with: `base` without the `_` prost
+    /// puts after a keyword (`Self_` gives `Self`), so that they are camel
+    /// case (`SelfServer`, not `Self_Server`).
+    pub(crate) stem: String,
     /// `GreeterServer`.
     pub(crate) server: Ident,
     /// The methods that have Rust names and types, in proto order.
@@ -166,16 +170,23 @@ impl<'a> ServiceCode<'a> {
             service,
             module: format_ident!("{}", ident::server_module_name(&service.proto_name)),
             base: service.name.clone(),
-            server: format_ident!("{}Server", service.name),
+            stem: name_stem(&service.name).to_owned(),
+            server: format_ident!("{}Server", name_stem(&service.name)),
             full_name,
             methods,
             problems,
         }
     }
 
+    /// The name of the local-mode trait: the service name as prost writes
+    /// it, `Greeter` (`Self_` for a service named `Self`).
+    pub(crate) fn trait_name(&self) -> Ident {
+        format_ident!("{}", self.base)
+    }
+
     /// A name made of the service name and `suffix`: `GreeterShard`.
     pub(crate) fn named(&self, suffix: &str) -> Ident {
-        format_ident!("{}{suffix}", self.base)
+        format_ident!("{}{suffix}", self.stem)
     }
 
     /// The methods of the given kinds, in proto order.
@@ -185,6 +196,13 @@ impl<'a> ServiceCode<'a> {
     ) -> impl Iterator<Item = &'s MethodCode<'a>> + 's {
         self.methods.iter().filter(|m| kinds.contains(&m.kind))
     }
+}
+
+/// The start of the names made from a service name as prost writes it:
+/// without the `_` prost puts after a keyword (prost's camel case names end
+/// with `_` for no other reason).
+fn name_stem(name: &str) -> &str {
+    name.strip_suffix('_').unwrap_or(name)
 }
 
 /// The Rust side of one proto method, or why it has none.

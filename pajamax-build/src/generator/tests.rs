@@ -970,6 +970,80 @@ fn keyword_methods_are_escaped() {
     assert!(out.compile_errors().is_empty());
 }
 
+#[test]
+fn a_service_named_by_a_keyword_gives_camel_case_names() {
+    // prost writes a service named `Self` as `Self_`: the trait keeps that
+    // name, the names made from it leave the `_` out, as a lint of
+    // non-camel-case names would fail a build that denies warnings.
+    let mut svc = service("kw", "Self_", vec![method("Get", "A", "B")]);
+    svc.proto_name = "Self".to_owned();
+    let out = local(&svc);
+    out.item_trait("Self_");
+    out.item_struct("SelfServer");
+    out.service_impl("SelfServer");
+    assert!(!out.code.contains("Self_Server"), "{}", out.code);
+
+    let out = dispatched(&svc);
+    out.item_enum("SelfRequest");
+    out.item_enum("SelfAnswer");
+    out.item_struct("SelfCall");
+    out.item_trait("SelfShard");
+    out.item_trait("SelfDispatch");
+    out.item_struct("SelfServer");
+    assert!(!out.code.contains("Self_"), "{}", out.code);
+    assert_eq!(out.module.ident, "self_server");
+}
+
+#[test]
+fn a_service_named_t_is_no_type_parameter() {
+    // The server's type parameter is `T` unless the trait has that name.
+    let svc = service("names", "T", vec![method("Get", "A", "B")]);
+    let out = local(&svc);
+    let code = compact_code(&out.code);
+    assert!(code.contains("pubstructTServer<H>{"), "{code}");
+    assert!(code.contains("impl<H:T>TServer<H>{"), "{code}");
+    assert!(code.contains("impl<H:T>pajamax::Service"), "{code}");
+
+    let out = local(&route_guide());
+    let code = compact_code(&out.code);
+    assert!(
+        code.contains("impl<T:RouteGuide>RouteGuideServer<T>{"),
+        "{code}"
+    );
+}
+
+#[test]
+fn handlers_may_be_named_against_rust_conventions() {
+    // `new` that takes `self`, `into_*` that borrows it, `from_*` that
+    // takes it: named so by the proto, allowed by the handler traits.
+    let svc = service(
+        "names",
+        "Conventions",
+        vec![
+            method("New", "A", "B"),
+            server_streaming("IntoParts", "A", "B"),
+            method("FromBytes", "A", "B"),
+        ],
+    );
+    let allowed = |attrs: &[Attribute]| {
+        attrs.iter().any(|attr| {
+            compact(attr) == "#[allow(clippy::new_ret_no_self,clippy::wrong_self_convention)]"
+        })
+    };
+    let out = local(&svc);
+    assert!(
+        allowed(&out.item_trait("Conventions").attrs),
+        "{}",
+        out.code
+    );
+    let out = dispatched(&svc);
+    assert!(
+        allowed(&out.item_trait("ConventionsShard").attrs),
+        "{}",
+        out.code
+    );
+}
+
 /// Asserts that every public item of the module has a doc comment: what
 /// `#![warn(missing_docs)]` checks in a crate that includes the code.
 fn assert_documented(out: &Output) {

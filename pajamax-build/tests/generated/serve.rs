@@ -267,3 +267,76 @@ async fn a_streaming_call_that_cannot_be_queued_ends_with_the_reason() {
     drop(sender);
     shutdown(server).await;
 }
+
+/// Answers `New` with the request turned over, in local mode.
+struct Flip;
+
+impl generated_code::names::t_server::T for Flip {
+    fn new(&self, request: bool) -> Result<bool, pajamax::Status> {
+        Ok(!request)
+    }
+}
+
+/// Answers `New` with the request turned over, in dispatch mode.
+struct FlipShard;
+
+impl generated_code::names::self_server::SelfShard for FlipShard {
+    fn new(&mut self, request: bool) -> Result<bool, pajamax::Status> {
+        Ok(!request)
+    }
+}
+
+/// Sends every `names.Self` call to one queue.
+struct SelfQueue(dispatch::Sender<generated_code::names::self_server::SelfCall>);
+
+impl generated_code::names::self_server::SelfDispatch for SelfQueue {
+    fn dispatch_to(
+        &self,
+        _request: &generated_code::names::self_server::SelfRequest,
+    ) -> &dispatch::Sender<generated_code::names::self_server::SelfCall> {
+        &self.0
+    }
+}
+
+#[tokio::test]
+async fn services_named_as_the_type_parameter_or_a_keyword_serve() {
+    use generated_code::names::self_server::{SelfCall, SelfServer};
+    use generated_code::names::t_server::TServer;
+    let (sender, queue) = dispatch::channel::<SelfCall>(4);
+    let backend = std::thread::spawn(move || {
+        for call in queue {
+            call.handle(&mut FlipShard);
+        }
+    });
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(TServer::new(Flip))
+        .add_service(SelfServer::new(SelfQueue(sender)))
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let mut client = client(&server).await;
+    for route in ["/names.T/New", "/names.Self/New"] {
+        client.ready().await.unwrap();
+        let flipped = client
+            .unary(tonic::Request::new(true), path(route), codec::<bool, bool>())
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!flipped, "{route}");
+    }
+    // Left alone: the route exists, and answers as the proto names it.
+    client.ready().await.unwrap();
+    let status = client
+        .unary(
+            tonic::Request::new(Vec::<u8>::new()),
+            path("/names.Self/FromBytes"),
+            codec::<Vec<u8>, bool>(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unimplemented);
+    assert_eq!(status.message(), "names.Self/FromBytes is not implemented");
+    shutdown(server).await;
+    backend.join().unwrap();
+}

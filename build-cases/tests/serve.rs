@@ -1,0 +1,537 @@
+//! The generated services over the network, called with tonic: the paths
+//! and encodings of types from other packages, nested types, well-known
+//! types, packages with dots, underscores, keywords and none, and method
+//! names that are keywords or the names of generated items.
+
+use build_cases::{dispatch as d, extra, local as l};
+use pajamax::{BidiStream, ServerStream, Status};
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::codegen::tokio_stream;
+use tonic::transport::{Channel, Endpoint};
+
+/// `builder` on one worker, on a port of the system's choice.
+fn serve(builder: pajamax::Builder) -> pajamax::ServerHandle {
+    builder
+        .workers(1)
+        .pin_workers(false)
+        .bind("127.0.0.1:0")
+        .unwrap()
+}
+
+/// Stops `server` without blocking the runtime.
+async fn shutdown(server: pajamax::ServerHandle) {
+    tokio::task::spawn_blocking(move || server.shutdown())
+        .await
+        .unwrap();
+}
+
+/// A tonic client of `server`.
+async fn client(server: &pajamax::ServerHandle) -> tonic::client::Grpc<Channel> {
+    let channel = Endpoint::from_shared(format!("http://{}", server.local_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    tonic::client::Grpc::new(channel)
+}
+
+/// A unary call to `path`.
+async fn unary<Req, Resp>(
+    client: &mut tonic::client::Grpc<Channel>,
+    path: &'static str,
+    request: Req,
+) -> Result<Resp, tonic::Status>
+where
+    Req: prost::Message + 'static,
+    Resp: prost::Message + Default + 'static,
+{
+    client.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
+    let path: PathAndQuery = path.parse().unwrap();
+    Ok(client
+        .unary(tonic::Request::new(request), path, codec)
+        .await?
+        .into_inner())
+}
+
+/// A bidirectional call to `path` (any kind takes it): the answers, or the
+/// status that ended them.
+async fn streaming<Req, Resp>(
+    client: &mut tonic::client::Grpc<Channel>,
+    path: &'static str,
+    requests: Vec<Req>,
+) -> Result<Vec<Resp>, tonic::Status>
+where
+    Req: prost::Message + Send + Sync + 'static,
+    Resp: prost::Message + Default + 'static,
+{
+    client.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
+    let path: PathAndQuery = path.parse().unwrap();
+    let mut stream = client
+        .streaming(
+            tonic::Request::new(tokio_stream::iter(requests)),
+            path,
+            codec,
+        )
+        .await?
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(m) = stream.message().await? {
+        out.push(m);
+    }
+    Ok(out)
+}
+
+/// `pkg.other.Cross` in local mode: every method but `Val`.
+struct Cross;
+
+impl l::pkg::other::cross_server::Cross for Cross {
+    fn get(&self, request: l::pkg::a_b::v1::Item) -> Result<l::pkg::other::Item, Status> {
+        Ok(l::pkg::other::Item {
+            id: request.name.len() as u64,
+        })
+    }
+
+    fn nested(
+        &self,
+        request: l::pkg::a_b::v1::outer::Inner,
+    ) -> Result<l::pkg::a_b::v1::Outer, Status> {
+        Ok(l::pkg::a_b::v1::Outer {
+            inner: Some(request),
+        })
+    }
+
+    fn local(
+        &self,
+        request: l::pkg::other::holder::Inner,
+    ) -> Result<ServerStream<l::pkg::other::holder::Inner>, Status> {
+        Ok(ServerStream::iter([Ok(request.clone()), Ok(request)]))
+    }
+
+    fn empty(&self, _request: ()) -> Result<(), Status> {
+        Ok(())
+    }
+
+    fn time(&self, request: prost_types::Timestamp) -> Result<prost_types::Duration, Status> {
+        Ok(prost_types::Duration {
+            seconds: request.seconds,
+            nanos: request.nanos,
+        })
+    }
+
+    fn any_one(&self, request: prost_types::Any) -> Result<prost_types::Struct, Status> {
+        let mut answer = prost_types::Struct::default();
+        answer.fields.insert(
+            request.type_url,
+            prost_types::Value {
+                kind: Some(prost_types::value::Kind::NumberValue(
+                    request.value.len() as f64
+                )),
+            },
+        );
+        Ok(answer)
+    }
+
+    fn echo_with_context(
+        &self,
+        ctx: &mut pajamax::Context<'_>,
+    ) -> Result<BidiStream<l::pkg::other::Item, l::pkg::other::Item>, Status> {
+        let (stream, items, mut sink) = BidiStream::channel(ctx);
+        std::thread::spawn(move || {
+            for item in items {
+                match item {
+                    Ok(item) if sink.send(&item).is_ok() => {}
+                    Ok(_) => return,
+                    Err(status) => return sink.finish(Err(status)),
+                }
+            }
+            sink.finish(Ok(()));
+        });
+        Ok(stream)
+    }
+}
+
+#[tokio::test]
+async fn types_of_other_packages_nested_and_well_known() {
+    use l::pkg::{a_b::v1, other};
+    let server =
+        serve(pajamax::Server::builder().add_service(other::cross_server::CrossServer::new(Cross)));
+    let mut client = client(&server).await;
+
+    let item: other::Item = unary(
+        &mut client,
+        "/pkg.other.Cross/Get",
+        v1::Item { name: "abc".into() },
+    )
+    .await
+    .unwrap();
+    assert_eq!(item.id, 3);
+    let inner = v1::outer::Inner { value: 5 };
+    let outer: v1::Outer = unary(&mut client, "/pkg.other.Cross/Nested", inner)
+        .await
+        .unwrap();
+    assert_eq!(outer.inner, Some(inner));
+    let inner = other::holder::Inner { s: "x".into() };
+    let inners: Vec<other::holder::Inner> =
+        streaming(&mut client, "/pkg.other.Cross/Local", vec![inner.clone()])
+            .await
+            .unwrap();
+    assert_eq!(inners, [inner.clone(), inner]);
+    let () = unary(&mut client, "/pkg.other.Cross/Empty", ())
+        .await
+        .unwrap();
+    let time = prost_types::Timestamp {
+        seconds: 9,
+        nanos: 7,
+    };
+    let duration: prost_types::Duration = unary(&mut client, "/pkg.other.Cross/Time", time)
+        .await
+        .unwrap();
+    assert_eq!((duration.seconds, duration.nanos), (9, 7));
+    let any = prost_types::Any {
+        type_url: "type.googleapis.com/x".into(),
+        value: vec![1, 2],
+    };
+    let answer: prost_types::Struct = unary(&mut client, "/pkg.other.Cross/AnyOne", any)
+        .await
+        .unwrap();
+    assert_eq!(answer.fields.len(), 1);
+    // Left alone.
+    let status = unary::<_, prost_types::ListValue>(
+        &mut client,
+        "/pkg.other.Cross/Val",
+        prost_types::Value::default(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+    assert_eq!(status.message(), "pkg.other.Cross/Val is not implemented");
+    let items = vec![other::Item { id: 1 }, other::Item { id: 2 }];
+    let echoed: Vec<other::Item> = streaming(&mut client, "/pkg.other.Cross/Echo", items.clone())
+        .await
+        .unwrap();
+    assert_eq!(echoed, items);
+    shutdown(server).await;
+}
+
+/// The package-less `Naked`: echoes.
+struct Naked;
+
+impl l::nopkg::naked_server::Naked for Naked {
+    fn r#do(&self, request: l::nopkg::Bare) -> Result<l::nopkg::Bare, Status> {
+        Ok(request)
+    }
+}
+
+/// Answers the rpcs named by keywords and generated items with their names.
+struct Keywords;
+
+impl l::kw::r#type::r#match::service_server::Service for Keywords {
+    fn r#type(&self, _: l::kw::r#type::r#match::M) -> Result<l::kw::r#type::r#match::M, Status> {
+        Ok(l::kw::r#type::r#match::M { s: "type".into() })
+    }
+    fn self_(&self, _: l::kw::r#type::r#match::M) -> Result<l::kw::r#type::r#match::M, Status> {
+        Ok(l::kw::r#type::r#match::M { s: "self".into() })
+    }
+    fn new(&self, _: l::kw::r#type::r#match::M) -> Result<l::kw::r#type::r#match::M, Status> {
+        Ok(l::kw::r#type::r#match::M { s: "new".into() })
+    }
+    fn name(&self, _: l::kw::r#type::r#match::M) -> Result<l::kw::r#type::r#match::M, Status> {
+        Ok(l::kw::r#type::r#match::M { s: "name".into() })
+    }
+    fn unary(&self, _: l::kw::r#type::r#match::M) -> Result<l::kw::r#type::r#match::M, Status> {
+        Ok(l::kw::r#type::r#match::M { s: "unary".into() })
+    }
+    fn r#gen(&self, _: l::kw::r#type::r#match::M) -> Result<l::kw::r#type::r#match::M, Status> {
+        Ok(l::kw::r#type::r#match::M { s: "gen".into() })
+    }
+}
+
+/// Answers `Get` with the name of its service.
+struct Named(&'static str);
+
+impl l::kw::r#type::r#match::same1_server::Same1 for Named {
+    fn get(&self, _: l::kw::r#type::r#match::M) -> Result<l::kw::r#type::r#match::M, Status> {
+        Ok(l::kw::r#type::r#match::M { s: self.0.into() })
+    }
+}
+
+impl l::kw::r#type::r#match::same2_server::Same2 for Named {
+    fn get(&self, _: l::kw::r#type::r#match::M) -> Result<l::kw::r#type::r#match::M, Status> {
+        Ok(l::kw::r#type::r#match::M { s: self.0.into() })
+    }
+}
+
+#[tokio::test]
+async fn no_package_and_keyword_names() {
+    use l::kw::r#type::r#match as kw;
+    let server = serve(
+        pajamax::Server::builder()
+            .add_service(l::nopkg::naked_server::NakedServer::new(Naked))
+            .add_service(kw::service_server::ServiceServer::new(Keywords))
+            .add_service(kw::same1_server::Same1Server::new(Named("one")))
+            .add_service(kw::same2_server::Same2Server::new(Named("two"))),
+    );
+    let mut client = client(&server).await;
+    let bare: l::nopkg::Bare = unary(&mut client, "/Naked/Do", l::nopkg::Bare { s: "b".into() })
+        .await
+        .unwrap();
+    assert_eq!(bare.s, "b");
+    for (method, answer) in [
+        ("Type", "type"),
+        ("Self", "self"),
+        ("New", "new"),
+        ("Name", "name"),
+        ("Unary", "unary"),
+        ("Gen", "gen"),
+    ] {
+        let path: &'static str =
+            Box::leak(format!("/kw.type.match_.Service/{method}").into_boxed_str());
+        let m: kw::M = unary(&mut client, path, kw::M::default()).await.unwrap();
+        assert_eq!(m.s, answer);
+    }
+    // Two services of one file with the same method names.
+    for (path, answer) in [
+        ("/kw.type.match_.Same1/Get", "one"),
+        ("/kw.type.match_.Same2/Get", "two"),
+    ] {
+        let m: kw::M = unary(&mut client, path, kw::M::default()).await.unwrap();
+        assert_eq!(m.s, answer);
+    }
+    shutdown(server).await;
+}
+
+/// `pkg.other.Cross` in dispatch mode.
+struct Shard;
+
+impl d::pkg::other::cross_server::CrossShard for Shard {
+    fn get(&mut self, request: d::pkg::a_b::v1::Item) -> Result<d::pkg::other::Item, Status> {
+        Ok(d::pkg::other::Item {
+            id: request.name.len() as u64,
+        })
+    }
+    fn empty(&mut self, _request: ()) -> Result<(), Status> {
+        Ok(())
+    }
+    fn local(
+        &mut self,
+        request: d::pkg::other::holder::Inner,
+        mut sink: pajamax::Sink<d::pkg::other::holder::Inner>,
+    ) {
+        let _ = sink.send(&request);
+        sink.finish(Ok(()));
+    }
+}
+
+/// Sends every `pkg.other.Cross` call to one queue.
+struct OneQueue(pajamax::dispatch::Sender<d::pkg::other::cross_server::CrossCall>);
+
+impl d::pkg::other::cross_server::CrossDispatch for OneQueue {
+    fn dispatch_to(
+        &self,
+        _request: &d::pkg::other::cross_server::CrossRequest,
+    ) -> &pajamax::dispatch::Sender<d::pkg::other::cross_server::CrossCall> {
+        &self.0
+    }
+}
+
+#[tokio::test]
+async fn dispatch_mode_across_packages() {
+    use d::pkg::{a_b::v1, other};
+    let (sender, queue) = pajamax::dispatch::channel::<other::cross_server::CrossCall>(16);
+    let backend = std::thread::spawn(move || {
+        for call in queue {
+            call.handle(&mut Shard);
+        }
+    });
+    let server = serve(
+        pajamax::Server::builder()
+            .add_service(other::cross_server::CrossServer::new(OneQueue(sender))),
+    );
+    let mut client = client(&server).await;
+    let item: other::Item = unary(
+        &mut client,
+        "/pkg.other.Cross/Get",
+        v1::Item {
+            name: "abcd".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(item.id, 4);
+    let () = unary(&mut client, "/pkg.other.Cross/Empty", ())
+        .await
+        .unwrap();
+    let inner = other::holder::Inner { s: "y".into() };
+    let inners: Vec<other::holder::Inner> =
+        streaming(&mut client, "/pkg.other.Cross/Local", vec![inner.clone()])
+            .await
+            .unwrap();
+    assert_eq!(inners, [inner]);
+    shutdown(server).await;
+    backend.join().unwrap();
+}
+
+/// The proto2 service: says what the request held.
+struct Legacy;
+
+impl extra::legacy::legacy_server::Legacy for Legacy {
+    fn get_foo(&self, request: extra::legacy::Req) -> Result<extra::legacy::Resp, Status> {
+        Ok(extra::legacy::Resp {
+            text: Some(format!(
+                "{}:{}:{}",
+                request.name,
+                request.n(),
+                request.blobs.len()
+            )),
+            raw: request.blobs.into_iter().next(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn proto2_with_bytes_config() {
+    use extra::legacy;
+    let server = serve(
+        pajamax::Server::builder().add_service(legacy::legacy_server::LegacyServer::new(Legacy)),
+    );
+    let mut client = client(&server).await;
+    let resp: legacy::Resp = unary(
+        &mut client,
+        "/legacy.Legacy/GetFoo",
+        legacy::Req {
+            name: "n".into(),
+            n: None,
+            blobs: vec![bytes::Bytes::from_static(b"ab")],
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.text(), "n:7:1");
+    assert_eq!(resp.raw.as_deref(), Some(&b"ab"[..]));
+    shutdown(server).await;
+}
+
+/// `modern.v2.Modern` in dispatch mode: counts `n` up.
+struct ModernShard;
+
+impl extra::modern::v2::modern_server::ModernShard for ModernShard {
+    fn get(&mut self, request: extra::modern::v2::Opt) -> Result<extra::modern::v2::Opt, Status> {
+        Ok(extra::modern::v2::Opt {
+            n: request.n.map(|n| n + 1),
+            ..request
+        })
+    }
+}
+
+/// Sends every `modern.v2.Modern` call to one queue.
+struct ModernQueue(pajamax::dispatch::Sender<extra::modern::v2::modern_server::ModernCall>);
+
+impl extra::modern::v2::modern_server::ModernDispatch for ModernQueue {
+    fn dispatch_to(
+        &self,
+        _request: &extra::modern::v2::modern_server::ModernRequest,
+    ) -> &pajamax::dispatch::Sender<extra::modern::v2::modern_server::ModernCall> {
+        &self.0
+    }
+}
+
+#[tokio::test]
+async fn proto3_optional_oneof_and_map_in_dispatch_mode() {
+    use extra::modern::v2::{self as modern, modern_server};
+    let (sender, queue) = pajamax::dispatch::channel::<modern_server::ModernCall>(4);
+    let backend = std::thread::spawn(move || {
+        for call in queue {
+            call.handle(&mut ModernShard);
+        }
+    });
+    let server = serve(
+        pajamax::Server::builder()
+            .add_service(modern_server::ModernServer::new(ModernQueue(sender))),
+    );
+    let mut client = client(&server).await;
+    let sent = modern::Opt {
+        name: Some(String::new()),
+        n: Some(0),
+        raw: bytes::Bytes::from_static(b"r"),
+        m: [("k".to_owned(), bytes::Bytes::from_static(b"v"))].into(),
+        pick: Some(modern::opt::Pick::B(0)),
+    };
+    let answer: modern::Opt = unary(&mut client, "/modern.v2.Modern/Get", sent.clone())
+        .await
+        .unwrap();
+    // Present but zero stays present, as tonic's peers expect.
+    assert_eq!(answer, modern::Opt { n: Some(1), ..sent });
+    let status = unary::<_, String>(&mut client, "/modern.v2.Modern/Wrap", b"x".to_vec())
+        .await
+        .unwrap_err();
+    assert_eq!(status.message(), "modern.v2.Modern/Wrap is not implemented");
+    shutdown(server).await;
+    backend.join().unwrap();
+}
+
+/// `wkt.svc.Clock`, on compiled well-known types and an extern path.
+struct Clock;
+
+impl build_cases::wkt_out::wkt::svc::clock_server::Clock for Clock {
+    fn now(
+        &self,
+        _request: build_cases::wkt_out::google::protobuf::Empty,
+    ) -> Result<build_cases::wkt_out::google::protobuf::Timestamp, Status> {
+        Ok(build_cases::wkt_out::google::protobuf::Timestamp {
+            seconds: 5,
+            nanos: 0,
+        })
+    }
+
+    fn extern_(
+        &self,
+        request: l::pkg::a_b::v1::Item,
+    ) -> Result<l::pkg::a_b::v1::outer::Inner, Status> {
+        Ok(l::pkg::a_b::v1::outer::Inner {
+            value: request.name.len() as i32,
+        })
+    }
+}
+
+/// `wkt.svc.T`: echoes.
+struct NamedT;
+
+impl build_cases::wkt_out::wkt::svc::t_server::T for NamedT {
+    fn get(
+        &self,
+        request: build_cases::wkt_out::google::protobuf::Empty,
+    ) -> Result<build_cases::wkt_out::google::protobuf::Empty, Status> {
+        Ok(request)
+    }
+}
+
+#[tokio::test]
+async fn compiled_well_known_types_and_extern_paths() {
+    use build_cases::wkt_out::{google::protobuf as wkt, wkt::svc};
+    let server = serve(
+        pajamax::Server::builder()
+            .add_service(svc::clock_server::ClockServer::new(Clock))
+            .add_service(svc::t_server::TServer::new(NamedT)),
+    );
+    let mut client = client(&server).await;
+    let now: prost_types::Timestamp = unary(&mut client, "/wkt.svc.Clock/Now", ()).await.unwrap();
+    assert_eq!(now.seconds, 5);
+    let inner: l::pkg::a_b::v1::outer::Inner = unary(
+        &mut client,
+        "/wkt.svc.Clock/Extern",
+        l::pkg::a_b::v1::Item { name: "ab".into() },
+    )
+    .await
+    .unwrap();
+    assert_eq!(inner.value, 2);
+    let () = unary(&mut client, "/wkt.svc.T/Get", wkt::Empty {})
+        .await
+        .unwrap();
+    let status = streaming::<bool, ()>(&mut client, "/wkt.svc.Clock/Flag", vec![true])
+        .await
+        .unwrap_err();
+    assert_eq!(status.message(), "wkt.svc.Clock/Flag is not implemented");
+    shutdown(server).await;
+}

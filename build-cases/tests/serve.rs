@@ -535,3 +535,84 @@ async fn compiled_well_known_types_and_extern_paths() {
     assert_eq!(status.message(), "wkt.svc.Clock/Flag is not implemented");
     shutdown(server).await;
 }
+
+/// `pkg.other.Cross` in dispatch mode whose `Local` streams copies of the
+/// request until a send fails, then says how it ended.
+struct Endless(std::sync::mpsc::Sender<pajamax::Cancelled>);
+
+impl d::pkg::other::cross_server::CrossShard for Endless {
+    fn local(
+        &mut self,
+        request: d::pkg::other::holder::Inner,
+        mut sink: pajamax::Sink<d::pkg::other::holder::Inner>,
+    ) {
+        loop {
+            if let Err(cancelled) = sink.send(&request) {
+                self.0.send(cancelled).unwrap();
+                return;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_dispatched_stream_stops_when_its_client_goes() {
+    use d::pkg::other;
+    let (sender, queue) = pajamax::dispatch::channel::<other::cross_server::CrossCall>(16);
+    let (ended_tx, ended) = std::sync::mpsc::channel();
+    let backend = std::thread::spawn(move || {
+        let mut shard = Endless(ended_tx);
+        for call in queue {
+            call.handle(&mut shard);
+        }
+    });
+    let server = serve(
+        pajamax::Server::builder()
+            .add_service(other::cross_server::CrossServer::new(OneQueue(sender))),
+    );
+    let ended = std::sync::Arc::new(std::sync::Mutex::new(ended));
+    let next_end = || {
+        let ended = ended.clone();
+        tokio::task::spawn_blocking(move || ended.lock().unwrap().recv().unwrap())
+    };
+    let open = |mut client: tonic::client::Grpc<Channel>| async move {
+        client.ready().await.unwrap();
+        let codec =
+            tonic_prost::ProstCodec::<other::holder::Inner, other::holder::Inner>::default();
+        // Messages larger than a client counts as small frames.
+        let request = tonic::Request::new(other::holder::Inner { s: "x".repeat(300) });
+        let mut stream = client
+            .server_streaming(request, "/pkg.other.Cross/Local".parse().unwrap(), codec)
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(stream.message().await.unwrap().unwrap().s.len(), 300);
+        stream
+    };
+
+    // The client drops the stream (it resets it): the backend's next send
+    // fails, and the shard serves the next call.
+    let client = client(&server).await;
+    let stream = open(client.clone()).await;
+    drop(stream);
+    assert_eq!(
+        next_end().await.unwrap().reason,
+        pajamax::CancelReason::Cancelled
+    );
+
+    // A client whose connection closes with its stream open.
+    let other = self::client(&server).await;
+    let stream = open(other.clone()).await;
+    drop((stream, other));
+    next_end().await.unwrap();
+    // The first client, still connected, is served again.
+    drop(open(client.clone()).await);
+    assert_eq!(
+        next_end().await.unwrap().reason,
+        pajamax::CancelReason::Cancelled
+    );
+    drop(client);
+
+    shutdown(server).await;
+    backend.join().unwrap();
+}

@@ -467,3 +467,138 @@ fn the_binary_rejects_a_bad_setting() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("DICT_STORE_SHARDS"), "{stderr}");
 }
+
+/// A backend whose first call waits until `release` gets a message, so
+/// the calls after it wait in the queue; `started` tells when it holds the
+/// first call.
+fn held_backend(
+    receiver: dispatch::Receiver<DictStoreCall>,
+) -> (
+    JoinHandle<Shard>,
+    std::sync::mpsc::Receiver<()>,
+    std::sync::mpsc::Sender<()>,
+) {
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let backend = std::thread::spawn(move || {
+        let mut shard = Shard::default();
+        let mut first = true;
+        for call in receiver {
+            if first {
+                first = false;
+                started_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+            }
+            call.handle(&mut shard);
+        }
+        shard
+    });
+    (backend, started_rx, release_tx)
+}
+
+#[tokio::test]
+async fn a_call_that_ended_in_the_queue_is_not_run() {
+    // Shard 0's backend is held on its first call; shard 1 serves.
+    let (held, held_queue) = dispatch::channel::<DictStoreCall>(8);
+    let (free, free_queue) = dispatch::channel::<DictStoreCall>(8);
+    let (backend, started, release) = held_backend(held_queue);
+    let free_backend = std::thread::spawn(move || Shard::default().serve(free_queue));
+    let router = DictStoreRouter::new(vec![held, free]);
+    let on_held = |n: usize| {
+        (0..)
+            .map(|i| format!("key{i}"))
+            .filter(|key| router.shard_of(key) == 0)
+            .nth(n)
+            .unwrap()
+    };
+    let (first_key, late_key) = (on_held(0), on_held(1));
+    let server = serve(1, router.clone());
+    let channel = connect(&server.local_addr().to_string()).await;
+
+    let first = {
+        let channel = channel.clone();
+        tokio::spawn(async move { set(&channel, &first_key, 1.0).await })
+    };
+    tokio::task::spawn_blocking(move || started.recv().unwrap())
+        .await
+        .unwrap();
+    // A write whose deadline passes while it waits behind the held call.
+    let mut client = tonic::client::Grpc::new(channel.clone());
+    client.ready().await.unwrap();
+    let mut request = tonic::Request::new(Entry {
+        key: late_key.clone(),
+        value: 2.0,
+    });
+    request.set_timeout(Duration::from_millis(100));
+    let status = client
+        .unary(
+            request,
+            "/dict_store.DictStore/Set".parse().unwrap(),
+            tonic_prost::ProstCodec::<Entry, SetReply>::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
+        "{status:?}"
+    );
+    // A call the worker reads after the late call's end has been read (its
+    // reset, or its deadline) and served by the other shard.
+    assert_eq!(list_shard(&channel, 1).await.unwrap().count, 0);
+
+    release.send(()).unwrap();
+    assert_eq!(first.await.unwrap().unwrap(), None);
+    // The write the client was told had failed did not happen.
+    let status = get(&channel, &late_key).await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+
+    drop(router);
+    shutdown(server).await;
+    let shard = backend.join().unwrap();
+    assert_eq!(shard.value(&late_key), None);
+    free_backend.join().unwrap();
+}
+
+#[tokio::test]
+async fn calls_queued_past_the_shutdown_grace_are_unavailable_and_not_run() {
+    const CALLS: usize = 10;
+    let (sender, receiver) = dispatch::channel::<DictStoreCall>(3);
+    let (backend, started, release) = held_backend(receiver);
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .shutdown_grace(Duration::from_millis(300))
+        .add_service(DictStoreServer::new(DictStoreRouter::new(vec![sender])))
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let channel = connect(&server.local_addr().to_string()).await;
+
+    let mut calls = JoinSet::new();
+    {
+        let channel = channel.clone();
+        calls.spawn(async move { set(&channel, "held", 1.0).await });
+    }
+    tokio::task::spawn_blocking(move || started.recv().unwrap())
+        .await
+        .unwrap();
+    for i in 0..CALLS {
+        let channel = channel.clone();
+        calls.spawn(async move { set(&channel, &format!("queued{i}"), 1.0).await });
+    }
+    // Three calls fill the queue, and the others are turned away.
+    for _ in 0..CALLS - 3 {
+        let status = calls.join_next().await.unwrap().unwrap().unwrap_err();
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    }
+    // The shutdown ends every call still waiting once its grace is over,
+    // while the backend holds the first one.
+    shutdown(server).await;
+    while let Some(done) = calls.join_next().await {
+        let status = done.unwrap().unwrap_err();
+        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    }
+    // The backend, released, runs none of the calls that were answered.
+    release.send(()).unwrap();
+    let shard = backend.join().unwrap();
+    assert!(shard.is_empty(), "{shard:?}");
+}

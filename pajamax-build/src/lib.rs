@@ -128,9 +128,11 @@
 //!   Watch(pajamax::Sink<super::Value>), ... }`, where the answer goes,
 //!   with the same variants; `fail(status)` ends the call with an error.
 //! - `struct DictStoreCall`, a request (`pub request`) with its answer;
-//!   `call.handle(&mut shard)` runs the matching handler, `trailers_mut()`
-//!   adds trailers to the answer, `into_parts()` gives the request and the
-//!   `DictStoreAnswer` to answer some other way.
+//!   `call.handle(&mut shard)` runs the matching handler (none for a call
+//!   that ended while it waited: the client cancelled, the deadline passed,
+//!   the connection closed), `is_cancelled()` says whether it has ended,
+//!   `trailers_mut()` adds trailers to the answer, `into_parts()` gives the
+//!   request and the `DictStoreAnswer` to answer some other way.
 //! - `trait DictStoreShard`, the handlers: `fn get(&mut self, request:
 //!   super::Key) -> Result<super::Value, pajamax::Status>` for a unary rpc,
 //!   `fn watch(&mut self, request: super::Key, sink:

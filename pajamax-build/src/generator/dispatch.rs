@@ -38,6 +38,8 @@ struct Parts {
     fail: TokenStream,
     /// Its arm of the answer's `trailers_mut`.
     trailers: TokenStream,
+    /// Its arm of the answer's `is_cancelled`.
+    cancelled: TokenStream,
     /// What its entry point's arm does.
     route: TokenStream,
 }
@@ -132,6 +134,7 @@ fn unary(method: &MethodCode<'_>, names: &Names) -> Parts {
         },
         fail: quote!(Self::#variant(responder) => responder.respond::<()>(Err(status)),),
         trailers: quote!(Self::#variant(responder) => responder.trailers_mut(),),
+        cancelled: quote!(Self::#variant(responder) => responder.is_cancelled(),),
         route: quote!({
             #route
             Ok(())
@@ -200,6 +203,7 @@ fn server_streaming(method: &MethodCode<'_>, names: &Names) -> Parts {
         },
         fail: quote!(Self::#variant(sink) => sink.finish(Err(status)),),
         trailers: quote!(Self::#variant(sink) => sink.trailers_mut(),),
+        cancelled: quote!(Self::#variant(sink) => sink.is_cancelled(),),
         // When the call could not be queued, its sink has finished it:
         // the stream returned ends with that status.
         route: quote!({
@@ -255,6 +259,7 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
     let answer_variants = parts.iter().map(|p| &p.answer_variant);
     let fail_arms = parts.iter().map(|p| &p.fail);
     let trailer_arms = parts.iter().map(|p| &p.trailers);
+    let cancelled_arms = parts.iter().map(|p| &p.cancelled);
     let handle_arms = parts.iter().map(|p| &p.handle);
     // A reference to an enum without variants is not itself empty: match
     // on the enum.
@@ -268,6 +273,11 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
     } else {
         quote!(match self { #(#trailer_arms)* })
     };
+    let cancelled_body = if parts.is_empty() {
+        quote!(match *self {})
+    } else {
+        quote!(match self { #(#cancelled_arms)* })
+    };
     let handle = match parts.len() {
         0 => quote! {
             pub fn handle<S: #shard + ?Sized>(self, _shard: &mut S) {
@@ -276,6 +286,9 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
         },
         1 => quote! {
             pub fn handle<S: #shard + ?Sized>(self, shard: &mut S) {
+                if self.answer.is_cancelled() {
+                    return;
+                }
                 match (self.request, self.answer) {
                     #(#handle_arms)*
                 }
@@ -287,6 +300,9 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
             );
             quote! {
                 pub fn handle<S: #shard + ?Sized>(self, shard: &mut S) {
+                    if self.answer.is_cancelled() {
+                        return;
+                    }
                     match (self.request, self.answer) {
                         #(#handle_arms)*
                         (_, answer) => answer.fail(pajamax::Status::internal(#replaced)),
@@ -297,7 +313,17 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
     };
     let handle_doc = doc(
         "Runs the handler of `shard` that the request is for: a unary handler's\n\
-         result answers the call, a server-streaming handler gets the call's sink.",
+         result answers the call, a server-streaming handler gets the call's sink.\n\
+         \n\
+         A call that has ended while it waited in the queue (the client cancelled,\n\
+         the deadline passed, the connection closed or the server shut down) is\n\
+         dropped without running a handler: its client has had its status already,\n\
+         and an answer would go nowhere.",
+    );
+    let cancelled_doc = doc(
+        "Whether the call has ended without an answer (the client cancelled, the\n\
+         deadline passed, the connection closed or the server shut down): an answer\n\
+         sent now is dropped, and the work for it is better skipped.",
     );
     let fail_doc = doc("Ends the call with `status` instead of an answer.");
     let trailers_doc = doc("Metadata sent with the trailers of the answer.");
@@ -332,6 +358,11 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
             pub fn trailers_mut(&mut self) -> &mut pajamax::grpc::metadata::Metadata {
                 #trailers_body
             }
+
+            #cancelled_doc
+            pub fn is_cancelled(&self) -> bool {
+                #cancelled_body
+            }
         }
 
         #call_doc
@@ -349,6 +380,11 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
             #trailers_doc
             pub fn trailers_mut(&mut self) -> &mut pajamax::grpc::metadata::Metadata {
                 self.answer.trailers_mut()
+            }
+
+            #cancelled_doc
+            pub fn is_cancelled(&self) -> bool {
+                self.answer.is_cancelled()
             }
 
             #into_parts_doc

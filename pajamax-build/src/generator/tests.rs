@@ -620,7 +620,7 @@ fn dispatch_mode_has_the_expected_items() {
     let call_impl = out.item_impl(None, "DictStoreCall");
     assert_eq!(
         impl_fn_names(call_impl),
-        ["handle", "trailers_mut", "into_parts"]
+        ["handle", "trailers_mut", "is_cancelled", "into_parts"]
     );
     let sig = signature(&impl_fn(call_impl, "handle").sig);
     assert_eq!(
@@ -639,13 +639,24 @@ fn dispatch_mode_has_the_expected_items() {
     assert!(handle.contains(
         "(DictStoreRequest::Watch(request),DictStoreAnswer::Watch(sink))=>{shard.watch(request,sink);}"
     ), "{handle}");
+    // A call that ended while it waited runs no handler.
+    assert!(
+        handle.starts_with("{ifself.answer.is_cancelled(){return;}"),
+        "{handle}"
+    );
     // A request replaced by one of another method still ends the call.
     assert!(
         handle.contains("(_,answer)=>{answer.fail(pajamax::Status::internal("),
         "{handle}"
     );
     let answer_impl = out.item_impl(None, "DictStoreAnswer");
-    assert_eq!(impl_fn_names(answer_impl), ["fail", "trailers_mut"]);
+    assert_eq!(
+        impl_fn_names(answer_impl),
+        ["fail", "trailers_mut", "is_cancelled"]
+    );
+    let cancelled = compact(&impl_fn(answer_impl, "is_cancelled").block);
+    assert!(cancelled.contains("Self::Get(responder)=>responder.is_cancelled()"));
+    assert!(cancelled.contains("Self::Watch(sink)=>sink.is_cancelled()"));
     let fail = compact(&impl_fn(answer_impl, "fail").block);
     assert!(fail.contains("Self::Get(responder)=>responder.respond::<()>(Err(status))"));
     assert!(fail.contains("Self::Watch(sink)=>sink.finish(Err(status))"));

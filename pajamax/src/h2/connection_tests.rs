@@ -1678,3 +1678,40 @@ fn a_stream_window_below_the_default_holds_once_the_client_acknowledged_it() {
         Some(Reason::FLOW_CONTROL_ERROR)
     );
 }
+
+#[test]
+fn data_sent_piece_by_piece_fills_the_last_frame_of_its_stream() {
+    let mut peer = Peer::default();
+    let mut bytes = peer.headers_frame(1, true);
+    bytes.extend(peer.headers_frame(3, true));
+    peer.feed(&bytes);
+    peer.take_frames();
+    for id in [1, 3] {
+        peer.conn
+            .send_headers(id, &[Field::indexed(b":status", b"200")], false);
+    }
+    peer.take_frames();
+    // Ten small messages of stream 1: one frame.
+    for i in 0..10u8 {
+        peer.conn.send_data(1, &[i; 7], false);
+    }
+    let frames = peer.take_frames();
+    assert_eq!(data_sent(&frames), vec![(1, 70)]);
+    let payload: Vec<u8> = (0..10u8).flat_map(|i| [i; 7]).collect();
+    assert_eq!(frames[0].payload, payload);
+    // Another stream's frame in between, or bytes written to the socket,
+    // start a new frame; so does a frame that is full.
+    peer.conn.send_data(1, &[1; 5], false);
+    peer.conn.send_data(3, &[3; 5], false);
+    peer.conn.send_data(1, &[1; 5], false);
+    assert_eq!(data_sent(&peer.take_frames()), vec![(1, 5), (3, 5), (1, 5)]);
+    peer.conn.send_data(3, &vec![3; 16_380], false);
+    peer.conn.send_data(3, &[3; 10], false);
+    assert_eq!(data_sent(&peer.take_frames()), vec![(3, 16_384), (3, 6)]);
+    // END_STREAM goes on a frame of its own making.
+    peer.conn.send_data(1, &[1; 5], false);
+    peer.conn.send_data(1, &[1; 5], true);
+    let frames = peer.take_frames();
+    assert_eq!(data_sent(&frames), vec![(1, 5), (1, 5)]);
+    assert!(frames[1].has(flag::END_STREAM) && !frames[0].has(flag::END_STREAM));
+}

@@ -4,6 +4,7 @@
 use crate::h2::frame::{self, flag, kind};
 use crate::h2::hpack::{Encoder, Indexing};
 use crate::h2::send_flow;
+use crate::h2::window::Window;
 
 /// A header field to send.
 #[derive(Debug, Clone, Copy)]
@@ -128,6 +129,10 @@ pub(crate) struct Output {
     encoder: Encoder,
     /// The peer's SETTINGS_MAX_FRAME_SIZE.
     max_frame: usize,
+    /// Where the last DATA frame [`Output::write_data`] made begins
+    /// (`usize::MAX`: none): more of its stream's bytes go into it while it
+    /// ends the output, its header checked before each use.
+    data_tail: usize,
 }
 
 impl Output {
@@ -137,6 +142,7 @@ impl Output {
             start: 0,
             encoder: Encoder::new(),
             max_frame: frame::DEFAULT_MAX_FRAME_SIZE as usize,
+            data_tail: usize::MAX,
         }
     }
 
@@ -167,6 +173,7 @@ impl Output {
 
     /// Reports that the first `n` pending bytes were written.
     pub(crate) fn advance(&mut self, n: usize) {
+        self.data_tail = usize::MAX;
         self.start += n;
         if self.start >= self.buf.len() {
             self.buf.clear();
@@ -181,6 +188,7 @@ impl Output {
     /// takes `spare`'s room if it is larger.
     #[inline]
     pub(crate) fn lend_room(&mut self, spare: &mut Vec<u8>) {
+        self.data_tail = usize::MAX;
         if self.buf.is_empty() && spare.capacity() > self.buf.capacity() {
             std::mem::swap(&mut self.buf, spare);
         }
@@ -194,6 +202,7 @@ impl Output {
     /// the room of the worker's largest turn).
     #[inline]
     pub(crate) fn reclaim_room(&mut self, spare: &mut Vec<u8>) {
+        self.data_tail = usize::MAX;
         let capacity = self.buf.capacity();
         if capacity <= KEPT_ROOM {
             return;
@@ -302,9 +311,78 @@ impl Output {
         true
     }
 
+    /// Writes as much of `data` as the windows allow, as DATA frames of
+    /// `stream` (see [`send_flow::write_data_frames`]), and returns how
+    /// much. While the last DATA frame this made for `stream` ends the
+    /// output and is not full, the first bytes go into it: a stream whose
+    /// messages come one at a time (a thread's sink) goes out in frames as
+    /// large as the frame size allows, not a frame per message. h2's
+    /// client counts unread DATA frames of under 256 bytes against a
+    /// budget and closes the connection past it (tonic's client lagging
+    /// about 10,000 small messages behind a stream).
+    pub(crate) fn write_data(
+        &mut self,
+        stream: u32,
+        data: &[u8],
+        end_stream: bool,
+        stream_window: &mut Window,
+        conn_window: &mut Window,
+    ) -> usize {
+        let mut sent = 0;
+        if !end_stream && !data.is_empty() {
+            if let Some(len) = self.data_tail_len(stream) {
+                let n = (self.max_frame - len)
+                    .min(stream_window.available())
+                    .min(conn_window.available())
+                    .min(data.len());
+                let at = self.data_tail;
+                self.buf.extend_from_slice(&data[..n]);
+                self.buf[at..at + 3].copy_from_slice(&((len + n) as u32).to_be_bytes()[1..]);
+                stream_window.consume(n);
+                conn_window.consume(n);
+                sent = n;
+            }
+        }
+        let frames_at = self.buf.len();
+        let more = send_flow::write_data_frames(
+            &mut self.buf,
+            stream,
+            &data[sent..],
+            end_stream,
+            stream_window,
+            conn_window,
+            self.max_frame,
+        );
+        if more > 0 && !end_stream {
+            // Every frame but the last is full.
+            let full = (more - 1) / self.max_frame;
+            self.data_tail = frames_at + full * (frame::HEADER_LEN + self.max_frame);
+        }
+        sent + more
+    }
+
+    /// The payload length of the DATA frame at `data_tail`, if it is one
+    /// of `stream`'s, without flags, not written to the socket yet, with
+    /// room, and the last bytes of the output.
+    fn data_tail_len(&self, stream: u32) -> Option<usize> {
+        let at = self.data_tail;
+        let header = self.buf.get(at..at.checked_add(frame::HEADER_LEN)?)?;
+        let len =
+            usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+        let id = u32::from_be_bytes([header[5], header[6], header[7], header[8]]);
+        let fits = at >= self.start
+            && header[3] == kind::DATA
+            && header[4] == 0
+            && id == stream
+            && at + frame::HEADER_LEN + len == self.buf.len()
+            && len < self.max_frame;
+        fits.then_some(len)
+    }
+
     /// Takes back what was written from `start` on, and the body that
     /// starts at `body` moves to `back` (replacing what it held).
     pub(crate) fn take_back(&mut self, start: usize, body: usize, back: &mut Vec<u8>) {
+        self.data_tail = usize::MAX;
         back.clear();
         back.extend_from_slice(&self.buf[body..]);
         self.buf.truncate(start);

@@ -199,15 +199,12 @@ impl SendFlow {
                 closed: false,
             };
         }
-        let max_frame = output.max_frame();
-        let sent = write_data_frames(
-            output.buf(),
+        let sent = output.write_data(
             id,
             data,
             end_stream,
             &mut state.send_window,
             &mut self.window,
-            max_frame,
         );
         if sent < data.len() {
             if self.hold_on(state, data[sent..].to_vec(), end_stream) {
@@ -350,15 +347,12 @@ impl SendFlow {
                 events.push(Event::Writable { stream: id });
                 continue;
             }
-            let max_frame = output.max_frame();
-            let sent = write_data_frames(
-                output.buf(),
+            let sent = output.write_data(
                 id,
                 &pending.data[pending.sent..],
                 pending.end_stream && pending.trailers.is_none(),
                 &mut state.send_window,
                 &mut self.window,
-                max_frame,
             );
             pending.sent += sent;
             self.held -= sent;

@@ -307,21 +307,7 @@ async fn a_blocked_backend_fills_its_queue() {
     // The backend takes the first call and blocks until released, so the
     // queue behind it fills up.
     let (sender, receiver) = dispatch::channel::<DictStoreCall>(2);
-    let (started_tx, started_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let backend = std::thread::spawn(move || {
-        let mut shard = Shard::default();
-        let mut first = true;
-        for call in receiver {
-            if first {
-                first = false;
-                started_tx.send(()).unwrap();
-                release_rx.recv().unwrap();
-            }
-            call.handle(&mut shard);
-        }
-        shard
-    });
+    let (backend, started_rx, release_tx) = held_backend(receiver);
     let server = serve(1, DictStoreRouter::new(vec![sender]));
     let channel = connect(&server.local_addr().to_string()).await;
 

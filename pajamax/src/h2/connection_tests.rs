@@ -969,16 +969,7 @@ fn streams_shut_by_the_connection_window_resume_in_turn() {
 
 #[test]
 fn connection_window_is_shared_and_data_split_by_frame_size() {
-    let mut peer = Peer::default();
-    let mut bytes = peer.headers_frame(1, true);
-    bytes.extend(peer.headers_frame(3, true));
-    peer.feed(&bytes);
-    peer.take_frames();
-    for id in [1, 3] {
-        peer.conn
-            .send_headers(id, &[Field::indexed(b":status", b"200")], false);
-    }
-    peer.take_frames();
+    let mut peer = answering_streams_1_and_3();
     peer.conn.send_data(1, &vec![1; 40_000], true);
     peer.conn.send_data(3, &vec![3; 40_000], true);
     let frames = peer.take_frames();
@@ -1681,16 +1672,7 @@ fn a_stream_window_below_the_default_holds_once_the_client_acknowledged_it() {
 
 #[test]
 fn data_sent_piece_by_piece_fills_the_last_frame_of_its_stream() {
-    let mut peer = Peer::default();
-    let mut bytes = peer.headers_frame(1, true);
-    bytes.extend(peer.headers_frame(3, true));
-    peer.feed(&bytes);
-    peer.take_frames();
-    for id in [1, 3] {
-        peer.conn
-            .send_headers(id, &[Field::indexed(b":status", b"200")], false);
-    }
-    peer.take_frames();
+    let mut peer = answering_streams_1_and_3();
     // Ten small messages of stream 1: one frame.
     for i in 0..10u8 {
         peer.conn.send_data(1, &[i; 7], false);
@@ -1714,4 +1696,20 @@ fn data_sent_piece_by_piece_fills_the_last_frame_of_its_stream() {
     let frames = peer.take_frames();
     assert_eq!(data_sent(&frames), vec![(1, 5), (1, 5)]);
     assert!(frames[1].has(flag::END_STREAM) && !frames[0].has(flag::END_STREAM));
+}
+
+/// A peer whose requests on streams 1 and 3 have been answered with
+/// headers, the frames so far taken.
+fn answering_streams_1_and_3() -> Peer {
+    let mut peer = Peer::default();
+    let mut bytes = peer.headers_frame(1, true);
+    bytes.extend(peer.headers_frame(3, true));
+    peer.feed(&bytes);
+    peer.take_frames();
+    for id in [1, 3] {
+        peer.conn
+            .send_headers(id, &[Field::indexed(b":status", b"200")], false);
+    }
+    peer.take_frames();
+    peer
 }

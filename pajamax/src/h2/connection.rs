@@ -1224,10 +1224,10 @@ impl Connection {
 }
 
 /// The size of a header list as SETTINGS_MAX_HEADER_LIST_SIZE counts it:
-/// name + value + 32 per field (RFC 9113 section 6.5.2).
-pub fn header_list_size(fields: &[Field<'_>]) -> usize {
+/// each field as an HPACK entry (RFC 9113 section 6.5.2).
+pub(crate) fn header_list_size(fields: &[Field<'_>]) -> usize {
     fields
         .iter()
-        .map(|field| field.name.len() + field.value.len() + 32)
+        .map(|field| crate::h2::hpack::entry_size(field.name.len(), field.value.len()))
         .sum()
 }

@@ -65,7 +65,7 @@ impl Fields {
     /// The bytes the fields take, counted as HPACK counts a header list:
     /// names and values, and 32 bytes for each field.
     pub(crate) fn list_size(&self) -> usize {
-        self.bytes.len() + 32 * self.entries.len()
+        self.bytes.len() + crate::h2::hpack::ENTRY_OVERHEAD * self.entries.len()
     }
 
     /// The number of fields stored.
@@ -461,7 +461,7 @@ impl FieldCheck {
     /// `info`; returns whether the block is well-formed so far.
     #[inline]
     pub(crate) fn field_info(&mut self, info: &FieldInfo, len: usize) -> bool {
-        self.list_size += len + 32;
+        self.list_size += len + crate::h2::hpack::ENTRY_OVERHEAD;
         if self.malformed.is_some() {
             return false;
         }

@@ -546,35 +546,20 @@ impl Worker {
                 self.again.push(slot);
                 continue;
             }
-            // A peer that has closed its sending half cannot answer: what
-            // it still waits for ends as the FIN rules say (`serve`). Nor
-            // is an answer read while reading is paused for a client that
-            // reads its answers slowly: a dead one there leaves its output
-            // unacknowledged, and TCP gives up on it.
-            if let Some(interval) = self
-                .config
-                .keepalive_interval
-                .filter(|_| !conn.read_ended && !conn.read_paused)
-            {
-                if conn.ping_sent.is_some_and(|sent| conn.last_read > sent) {
-                    // Answered, or the client spoke since.
-                    conn.ping_sent = None;
+            match keepalive(conn, &self.config, now) {
+                Keepalive::Nothing => {}
+                Keepalive::Ping => {
+                    conn.grpc.ping();
+                    conn.ping_sent = Some(now);
+                    self.again.push(slot);
                 }
-                match conn.ping_sent {
-                    Some(sent) if now.duration_since(sent) >= self.config.keepalive_timeout => {
-                        log::debug!(
-                            "worker {}: no answer to a keepalive PING in {:?}: connection dropped",
-                            self.index,
-                            self.config.keepalive_timeout
-                        );
-                        self.remove(slot);
-                    }
-                    None if now.duration_since(conn.last_read) >= interval => {
-                        conn.grpc.ping();
-                        conn.ping_sent = Some(now);
-                        self.again.push(slot);
-                    }
-                    _ => {}
+                Keepalive::Gone => {
+                    log::debug!(
+                        "worker {}: no answer to a keepalive PING in {:?}: connection dropped",
+                        self.index,
+                        self.config.keepalive_timeout
+                    );
+                    self.remove(slot);
                 }
             }
         }
@@ -865,6 +850,38 @@ fn record_peaks(conn: &mut Conn, counted: &mut Counted, shared: &Shared) {
     if !conn.error_counted && h2.error().is_some_and(|e| e.reason != Reason::NO_ERROR) {
         conn.error_counted = true;
         shared.connection_errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What keepalive asks of a connection at a sweep.
+enum Keepalive {
+    Nothing,
+    /// Quiet for the keepalive interval: a PING.
+    Ping,
+    /// Its PING went unanswered for the keepalive timeout: drop it.
+    Gone,
+}
+
+/// Whether `conn` is due a keepalive PING, or taken for gone. A peer that
+/// has closed its sending half cannot answer: what it still waits for ends
+/// as the FIN rules say (`serve`). Nor is an answer read while reading is
+/// paused for a client that reads its answers slowly: a dead one there
+/// leaves its output unacknowledged, and TCP gives up on it.
+fn keepalive(conn: &mut Conn, config: &RuntimeConfig, now: Instant) -> Keepalive {
+    let Some(interval) = config.keepalive_interval else {
+        return Keepalive::Nothing;
+    };
+    if conn.read_ended || conn.read_paused {
+        return Keepalive::Nothing;
+    }
+    if conn.ping_sent.is_some_and(|sent| conn.last_read > sent) {
+        // Answered, or the client spoke since.
+        conn.ping_sent = None;
+    }
+    match conn.ping_sent {
+        Some(sent) if now.duration_since(sent) >= config.keepalive_timeout => Keepalive::Gone,
+        None if now.duration_since(conn.last_read) >= interval => Keepalive::Ping,
+        _ => Keepalive::Nothing,
     }
 }
 

@@ -30,6 +30,7 @@ mod tests;
 
 pub use decoder::{DecodeError, Decoder};
 pub use encoder::{Encoder, Indexing};
+pub(crate) use table::{entry_size, ENTRY_OVERHEAD};
 
 /// A dynamic table's entries, newest first, and its size.
 #[cfg(test)]

@@ -216,10 +216,16 @@ fn word32(s: &[u8], at: usize) -> u32 {
     u32::from_ne_bytes(w)
 }
 
+/// What a field counts for beyond its name and value, in the HPACK table
+/// (RFC 7541 section 4.1) and in a header list (RFC 9113 section 6.5.2).
+pub(crate) const ENTRY_OVERHEAD: usize = 32;
+
 /// The size an entry counts for (RFC 7541 section 4.1).
 #[inline]
 pub(crate) fn entry_size(name_len: usize, value_len: usize) -> usize {
-    name_len.saturating_add(value_len).saturating_add(32)
+    name_len
+        .saturating_add(value_len)
+        .saturating_add(ENTRY_OVERHEAD)
 }
 
 /// Where the name of a new dynamic entry comes from.

@@ -1486,17 +1486,16 @@ impl GrpcConnection {
             return;
         };
         let out = &self.outgoing;
-        if (out.headers_now || !out.messages.is_empty()) && !call.headers_sent {
-            call.headers_sent = true;
-            if !response::send_headers(
+        if out.headers_now || !out.messages.is_empty() {
+            send_headers_once(
                 &mut self.h2,
                 &mut self.memos,
+                &mut self.overlarge,
                 stream,
+                &mut call.headers_sent,
                 &call.response.headers,
                 call.compress,
-            ) {
-                self.overlarge.push(stream);
-            }
+            );
         }
         if !out.messages.is_empty() {
             call.response_bytes += out.messages.len() as u64;
@@ -1527,18 +1526,15 @@ impl GrpcConnection {
         if out.messages.is_empty() && !out.headers_now {
             return;
         }
-        if !call.headers_sent {
-            call.headers_sent = true;
-            if !response::send_headers(
-                &mut self.h2,
-                &mut self.memos,
-                stream,
-                &call.response.headers,
-                call.compress,
-            ) {
-                self.overlarge.push(stream);
-            }
-        }
+        send_headers_once(
+            &mut self.h2,
+            &mut self.memos,
+            &mut self.overlarge,
+            stream,
+            &mut call.headers_sent,
+            &call.response.headers,
+            call.compress,
+        );
         if !out.messages.is_empty() {
             call.response_bytes += out.messages.len() as u64;
             if call.compress {
@@ -1640,18 +1636,15 @@ impl GrpcConnection {
             if let Some(made) = in_place {
                 call.response_bytes += made as u64;
             } else if !self.scratch.is_empty() {
-                if !call.headers_sent {
-                    call.headers_sent = true;
-                    if !response::send_headers(
-                        &mut self.h2,
-                        &mut self.memos,
-                        stream,
-                        &call.response.headers,
-                        call.compress,
-                    ) {
-                        self.overlarge.push(stream);
-                    }
-                }
+                send_headers_once(
+                    &mut self.h2,
+                    &mut self.memos,
+                    &mut self.overlarge,
+                    stream,
+                    &mut call.headers_sent,
+                    &call.response.headers,
+                    call.compress,
+                );
                 call.response_bytes += self.scratch.len() as u64;
                 let data = if call.compress {
                     self.deflated.clear();
@@ -1699,32 +1692,26 @@ impl GrpcConnection {
         };
         match delivery.part {
             Part::Headers(metadata) => {
-                if !call.headers_sent {
-                    call.headers_sent = true;
-                    if !response::send_headers(
-                        &mut self.h2,
-                        &mut self.memos,
-                        stream,
-                        &metadata,
-                        call.compress,
-                    ) {
-                        self.overlarge.push(stream);
-                    }
-                }
+                send_headers_once(
+                    &mut self.h2,
+                    &mut self.memos,
+                    &mut self.overlarge,
+                    stream,
+                    &mut call.headers_sent,
+                    &metadata,
+                    call.compress,
+                );
             }
             Part::Message(bytes) => {
-                if !call.headers_sent {
-                    call.headers_sent = true;
-                    if !response::send_headers(
-                        &mut self.h2,
-                        &mut self.memos,
-                        stream,
-                        &call.response.headers,
-                        call.compress,
-                    ) {
-                        self.overlarge.push(stream);
-                    }
-                }
+                send_headers_once(
+                    &mut self.h2,
+                    &mut self.memos,
+                    &mut self.overlarge,
+                    stream,
+                    &mut call.headers_sent,
+                    &call.response.headers,
+                    call.compress,
+                );
                 call.response_bytes += bytes.len() as u64;
                 let compress = call.compress;
                 if remote.backlog.is_empty()
@@ -2242,6 +2229,28 @@ impl GrpcConnection {
 impl Drop for GrpcConnection {
     fn drop(&mut self) {
         self.cancel_all();
+    }
+}
+
+/// Sends a call's response headers with `metadata` unless they went
+/// already (`sent`); a call whose metadata would pass the client's header
+/// list size limit is listed in `overlarge`, to end `INTERNAL` once the
+/// batch is done ([`GrpcConnection::end_overlarge`]).
+fn send_headers_once(
+    h2: &mut Connection,
+    memos: &mut response::Memos,
+    overlarge: &mut Vec<u32>,
+    stream: u32,
+    sent: &mut bool,
+    metadata: &Metadata,
+    gzip: bool,
+) {
+    if *sent {
+        return;
+    }
+    *sent = true;
+    if !response::send_headers(h2, memos, stream, metadata, gzip) {
+        overlarge.push(stream);
     }
 }
 

@@ -530,9 +530,7 @@ impl Shared {
                 if resume {
                     self.send(Part::Resume);
                 }
-                if self.target.queued.remove(message.len()) {
-                    self.send(Part::Room);
-                }
+                self.leave_share(message.len());
                 return Ok(Some(message));
             }
             if let Some(end) = &state.incoming_end {
@@ -547,9 +545,7 @@ impl Shared {
             state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
     }
-}
 
-impl Shared {
     /// The thread let go of its [`Streaming`]: the request messages it did
     /// not take leave the connection's share at once, not when the call
     /// ends (a bidirectional call may answer through its sink for long
@@ -566,7 +562,13 @@ impl Shared {
         if resume {
             self.send(Part::Resume);
         }
-        if left > 0 && self.target.queued.remove(left) {
+        self.leave_share(left);
+    }
+
+    /// Counts `bytes` of request messages out of the connection's share,
+    /// and says so to the worker when calls wait for room there.
+    fn leave_share(&self, bytes: usize) {
+        if bytes > 0 && self.target.queued.remove(bytes) {
             self.send(Part::Room);
         }
     }
@@ -577,9 +579,7 @@ impl Drop for Shared {
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         let left = std::mem::take(&mut state.incoming_bytes);
-        if left > 0 && self.target.queued.remove(left) {
-            self.send(Part::Room);
-        }
+        self.leave_share(left);
     }
 }
 

@@ -173,14 +173,15 @@ impl Output {
 
     /// Reports that the first `n` pending bytes were written.
     pub(crate) fn advance(&mut self, n: usize) {
-        self.data_tail = usize::MAX;
         self.start += n;
         if self.start >= self.buf.len() {
             self.buf.clear();
             self.start = 0;
+            self.data_tail = usize::MAX;
         } else if self.start > 64 << 10 && self.start * 2 > self.buf.len() {
             self.buf.drain(..self.start);
             self.start = 0;
+            self.data_tail = usize::MAX;
         }
     }
 
@@ -188,9 +189,9 @@ impl Output {
     /// takes `spare`'s room if it is larger.
     #[inline]
     pub(crate) fn lend_room(&mut self, spare: &mut Vec<u8>) {
-        self.data_tail = usize::MAX;
         if self.buf.is_empty() && spare.capacity() > self.buf.capacity() {
             std::mem::swap(&mut self.buf, spare);
+            self.data_tail = usize::MAX;
         }
     }
 
@@ -202,11 +203,12 @@ impl Output {
     /// the room of the worker's largest turn).
     #[inline]
     pub(crate) fn reclaim_room(&mut self, spare: &mut Vec<u8>) {
-        self.data_tail = usize::MAX;
         let capacity = self.buf.capacity();
         if capacity <= KEPT_ROOM {
             return;
         }
+        // Below, the bytes or the buffer may move.
+        self.data_tail = usize::MAX;
         let pending = self.buf.len() - self.start;
         if pending == 0 {
             if spare.capacity() < capacity {

@@ -1062,8 +1062,8 @@ pub struct Stats {
     pub workers: Vec<WorkerStats>,
 }
 
-/// What one worker has done since the server started (counted as it goes,
-/// published once per turn of its loop).
+/// What one worker has done since the server started (published as each
+/// connection's turn ends).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WorkerStats {
     /// Calls answered: their status sent.

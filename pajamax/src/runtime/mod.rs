@@ -70,15 +70,15 @@ pub(crate) struct Shared {
     pub peak_streams: AtomicUsize,
     /// Connections closed by the server with a GOAWAY carrying an error.
     pub connection_errors: AtomicUsize,
-    /// What each worker has done, published by the worker once per turn
-    /// of its loop.
+    /// What each worker has done, published by the worker as each
+    /// connection's turn ends.
     pub counters: Vec<WorkerCounters>,
 }
 
 /// The running totals of one worker, each worker's on cache lines of its
-/// own: every worker stores its totals once per turn, and neighbours in
-/// one line would make each store take the line from another core (128
-/// bytes: x86's prefetcher fetches lines in pairs).
+/// own: every worker stores its totals after each connection it serves,
+/// and neighbours in one line would make each store take the line from
+/// another core (128 bytes: x86's prefetcher fetches lines in pairs).
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub(crate) struct WorkerCounters {

@@ -15,7 +15,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -93,18 +93,9 @@ struct Conn {
     writes: u64,
 }
 
-/// What a worker has done, counted locally and published once per turn.
-#[derive(Debug, Default, Clone, Copy)]
-struct Counted {
-    answered: u64,
-    reads: u64,
-    writes: u64,
-    peaks: Peaks,
-}
-
-/// The most any connection of a worker has had: unwritten output, answer
-/// bytes held for the client's windows, request bytes held for calls, open
-/// streams.
+/// The most any connection of a worker has had, as far as the worker has
+/// published it: unwritten output, answer bytes held for the client's
+/// windows, request bytes held for calls, open streams.
 #[derive(Debug, Default, Clone, Copy)]
 struct Peaks {
     output: usize,
@@ -151,8 +142,8 @@ pub(crate) struct Worker {
     /// When connections need their timeouts handled: (time, slot,
     /// generation). Stale entries are skipped when they come up.
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
-    counted: Counted,
-    /// The peaks last published (the counters are stored every turn).
+    /// The peaks published so far: the shared ones are raised only when
+    /// this worker's rise above them.
     published: Peaks,
     shutting_down_since: Option<Instant>,
     /// The shutdown's grace period was cut short.
@@ -200,7 +191,6 @@ impl Worker {
             #[cfg(feature = "tls")]
             cipher_buf: Vec::new(),
             timers: BinaryHeap::new(),
-            counted: Counted::default(),
             published: Peaks::default(),
             shutting_down_since: None,
             stopping_now: false,
@@ -284,7 +274,6 @@ impl Worker {
                 self.stopping_now = true;
                 next_sweep = now;
             }
-            self.publish();
             if now >= next_sweep {
                 self.sweep(now);
                 next_sweep = now + tick;
@@ -299,24 +288,6 @@ impl Worker {
                 }
             }
         }
-    }
-
-    /// Makes the counters seen by [`ServerHandle::stats`](crate::ServerHandle::stats).
-    #[inline]
-    fn publish(&mut self) {
-        let counted = &self.counted;
-        // This worker's own line: stored each turn, without comparing.
-        let shared = &self.shared.counters[self.index];
-        shared.answered.store(counted.answered, Ordering::Relaxed);
-        shared.reads.store(counted.reads, Ordering::Relaxed);
-        shared.writes.store(counted.writes, Ordering::Relaxed);
-        // Peaks shared by all workers: written only when this one's rose.
-        let (all, mine, published) = (&self.shared, &counted.peaks, &mut self.published);
-        raise(&all.peak_output, mine.output, &mut published.output);
-        raise(&all.peak_held, mine.held, &mut published.held);
-        raise(&all.peak_buffered, mine.buffered, &mut published.buffered);
-        raise(&all.peak_queued, mine.queued, &mut published.queued);
-        raise(&all.peak_streams, mine.streams, &mut published.streams);
     }
 
     fn take_new_connections(&mut self, now: Instant) {
@@ -406,10 +377,11 @@ impl Worker {
             &mut self.cipher_buf,
         );
         conn.grpc.reclaim_room(&mut self.spare);
-        self.counted.answered += conn.grpc.take_answered();
-        self.counted.reads += std::mem::take(&mut conn.reads);
-        self.counted.writes += std::mem::take(&mut conn.writes);
-        record_peaks(conn, &mut self.counted, &self.shared);
+        let counters = &self.shared.counters[self.index];
+        add(&counters.answered, conn.grpc.take_answered());
+        add(&counters.reads, std::mem::take(&mut conn.reads));
+        add(&counters.writes, std::mem::take(&mut conn.writes));
+        record_peaks(conn, &mut self.published, &self.shared);
         if let Outcome::Closed = outcome {
             return self.remove(slot);
         }
@@ -828,29 +800,44 @@ fn produce_more(
     Ok(())
 }
 
-/// Raises a peak shared by all workers to this worker's, `mine`, if it
-/// rose above what was `published` before.
+/// Adds `n` to a counter only this worker writes: a plain load and store,
+/// no locked instruction.
 #[inline(always)]
-fn raise(global: &AtomicUsize, mine: usize, published: &mut usize) {
-    if mine > *published {
-        global.fetch_max(mine, Ordering::Relaxed);
-        *published = mine;
+fn add(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
+/// Raises a peak shared by all workers to `now`, if it rose above what
+/// this worker `published` before.
+#[inline(always)]
+fn raise(global: &AtomicUsize, now: usize, published: &mut usize) {
+    if now > *published {
+        global.fetch_max(now, Ordering::Relaxed);
+        *published = now;
     }
 }
 
 /// Folds what the connection holds now into the server's high-water marks.
-fn record_peaks(conn: &mut Conn, counted: &mut Counted, shared: &Shared) {
+/// A connection at rest (no stream open, no output waiting) holds nothing
+/// of what they count.
+fn record_peaks(conn: &mut Conn, published: &mut Peaks, shared: &Shared) {
     let h2 = conn.grpc.h2();
-    let peaks = &mut counted.peaks;
-    peaks.output = peaks.output.max(h2.output().len());
-    peaks.held = peaks.held.max(h2.held_bytes());
-    peaks.buffered = peaks.buffered.max(conn.grpc.buffered_request_bytes());
-    peaks.queued = peaks.queued.max(conn.grpc.queued_request_bytes());
-    peaks.streams = peaks.streams.max(h2.open_streams());
     if !conn.error_counted && h2.error().is_some_and(|e| e.reason != Reason::NO_ERROR) {
         conn.error_counted = true;
         shared.connection_errors.fetch_add(1, Ordering::Relaxed);
     }
+    let streams = h2.open_streams();
+    let output = h2.output().len();
+    if streams == 0 && output == 0 {
+        return;
+    }
+    raise(&shared.peak_output, output, &mut published.output);
+    raise(&shared.peak_held, h2.held_bytes(), &mut published.held);
+    let buffered = conn.grpc.buffered_request_bytes();
+    raise(&shared.peak_buffered, buffered, &mut published.buffered);
+    let queued = conn.grpc.queued_request_bytes();
+    raise(&shared.peak_queued, queued, &mut published.queued);
+    raise(&shared.peak_streams, streams, &mut published.streams);
 }
 
 /// What keepalive asks of a connection at a sweep.

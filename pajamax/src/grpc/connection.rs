@@ -613,6 +613,23 @@ impl GrpcConnection {
                 ));
             }
         }
+        self.open_call(stream, fields, end_stream, block_id, repeated, now)
+    }
+
+    /// A new request that needs a call of its own at once: a head not seen
+    /// before, or one that ends the request or opens a stream of requests.
+    // Not inlined: in `recv`'s loop, this path kept values at hand for
+    // every read of a repeated head (`docs/benchmarks.md`).
+    #[inline(never)]
+    fn open_call(
+        &mut self,
+        stream: u32,
+        fields: std::ops::Range<usize>,
+        end_stream: bool,
+        block_id: u64,
+        repeated: Option<std::rc::Rc<SharedHead>>,
+        now: Instant,
+    ) -> Opened {
         let mut call = self.spare.pop().unwrap_or_default();
         call.recv_done = end_stream;
         let route = match repeated {

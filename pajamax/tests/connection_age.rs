@@ -53,8 +53,10 @@ async fn an_old_connection_gets_a_graceful_goaway_and_closes() {
 /// A tonic client calling all along, across several retirements of its
 /// connection, is answered over new connections. A call that tonic had
 /// already handed to a connection as its GOAWAY arrived fails (tonic does
-/// not retry it, as grpc-go does), and is tried again once, as a client
-/// would.
+/// not retry it, as grpc-go does), and is tried again, as a client would.
+/// (tonic's client goes on opening streams after a GOAWAY that
+/// still allows every stream; those opened after it answered the PING
+/// are past the final GOAWAY's last stream.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_goes_on_over_new_connections() {
     let server = common::start(
@@ -64,30 +66,42 @@ async fn a_client_goes_on_over_new_connections() {
     );
     let channel = common::connect(&server).await;
     let mut peers = std::collections::BTreeSet::new();
+    let mut failed = 0;
     for i in 0..40 {
         let sent = format!("call {i}");
-        let reply = match common::call(channel.clone(), "Echo", common::text(&sent)).await {
-            Ok(reply) => reply,
-            Err(status) => {
-                assert!(
-                    matches!(
-                        status.code(),
-                        tonic::Code::Cancelled | tonic::Code::Unavailable
-                    ),
-                    "{status:?}"
-                );
-                common::call(channel.clone(), "Echo", common::text(&sent))
-                    .await
-                    .unwrap()
+        let mut tries = 0;
+        let reply = loop {
+            match common::call(channel.clone(), "Echo", common::text(&sent)).await {
+                Ok(reply) => break reply.into_inner(),
+                Err(status) => {
+                    // Cancelled or Unavailable for a call caught as the
+                    // connection closed; Internal, from a GOAWAY, for one
+                    // on a stream the client opened after answering the
+                    // GOAWAY's PING, which the final GOAWAY leaves out.
+                    assert!(
+                        matches!(
+                            status.code(),
+                            tonic::Code::Cancelled | tonic::Code::Unavailable
+                        ) || status.code() == tonic::Code::Internal
+                            && format!("{status:?}").contains("GoAway"),
+                        "{status:?}"
+                    );
+                    tries += 1;
+                    failed += 1;
+                    // The next try may meet the same race on the next
+                    // connection, but not every time.
+                    assert!(tries < 5, "{status:?}");
+                }
             }
-        }
-        .into_inner();
+        };
         assert_eq!(reply.text, sent);
         // The client's address and port: one per connection.
         peers.insert(reply.peer);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(peers.len() >= 3, "{peers:?}");
+    // Far from every call meets a retirement.
+    assert!(failed < 20, "{failed} calls failed");
     common::stop(server).await;
 }
 

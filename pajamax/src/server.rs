@@ -628,13 +628,14 @@ impl Builder {
         };
         let mut handles = Vec::with_capacity(config.workers);
         for index in 0..config.workers {
-            let (poll, waker) = Worker::poll_and_waker()?;
+            let waits = Worker::waits(&config)?;
+            let waker = waits.waker.clone();
             let (sender, receiver) = mpsc::channel();
             handles.push(WorkerHandle {
                 sender,
                 waker: waker.clone(),
             });
-            started.wakers.push(waker.clone());
+            started.wakers.push(waker);
             let (router, config, shared) = (router.clone(), config.clone(), shared.clone());
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
             let thread = std::thread::Builder::new()
@@ -647,7 +648,7 @@ impl Builder {
                     }
                     // Made on its own thread: the calls it will hold stay
                     // there.
-                    Worker::new(index, router, config, shared, receiver, poll, waker).run();
+                    Worker::new(index, router, config, shared, receiver, waits).run();
                 })?;
             started.threads.push(thread);
         }

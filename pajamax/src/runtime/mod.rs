@@ -3,6 +3,7 @@
 pub(crate) mod acceptor;
 mod readiness;
 mod slots;
+mod ticker;
 #[cfg(feature = "tls")]
 pub(crate) mod tls;
 pub(crate) mod worker;

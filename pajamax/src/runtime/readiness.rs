@@ -37,30 +37,30 @@ impl Readiness {
         }
     }
 
-    /// Waits up to `timeout` (rounded up to a millisecond) for the sockets
-    /// registered with `poll` to become ready.
+    /// Waits up to `timeout` (rounded up to a millisecond; `None`: no
+    /// limit) for the sources registered with `poll` to become ready.
     #[cfg(target_os = "linux")]
-    pub fn wait(&mut self, poll: &mut Poll, timeout: Duration) -> io::Result<()> {
+    pub fn wait(&mut self, poll: &mut Poll, timeout: Option<Duration>) -> io::Result<()> {
         use rustix::buffer::spare_capacity;
         use rustix::event::{epoll, Timespec};
         self.events.clear();
-        let timeout = Timespec {
+        let timeout = timeout.map(|timeout| Timespec {
             tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
             tv_nsec: i64::from(timeout.subsec_nanos()),
-        };
+        });
         epoll::wait(
             poll.registry(),
             spare_capacity(&mut self.events),
-            Some(&timeout),
+            timeout.as_ref(),
         )?;
         Ok(())
     }
 
-    /// Waits up to `timeout` for the sockets registered with `poll` to
-    /// become ready.
+    /// Waits up to `timeout` (`None`: no limit) for the sources registered
+    /// with `poll` to become ready.
     #[cfg(not(target_os = "linux"))]
-    pub fn wait(&mut self, poll: &mut Poll, timeout: Duration) -> io::Result<()> {
-        poll.poll(&mut self.events, Some(timeout))
+    pub fn wait(&mut self, poll: &mut Poll, timeout: Option<Duration>) -> io::Result<()> {
+        poll.poll(&mut self.events, timeout)
     }
 
     /// What the last wait found ready.

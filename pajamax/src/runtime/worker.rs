@@ -7,6 +7,7 @@ use crate::grpc::router::Router;
 use crate::h2::frame::Reason;
 use crate::runtime::readiness::Readiness;
 use crate::runtime::slots::SlotList;
+use crate::runtime::ticker::Ticker;
 #[cfg(feature = "tls")]
 use crate::runtime::tls::TlsSession;
 use crate::runtime::{RuntimeConfig, Shared, Socket};
@@ -21,6 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WAKER: Token = Token(0);
+/// The ticker's events; connections have the tokens from 1 up.
+const TICK: Token = Token(usize::MAX);
 
 /// How many reads one connection gets before the others have their turn.
 const READS_PER_TURN: usize = 8;
@@ -40,6 +43,14 @@ pub(crate) struct NewConnection {
     pub peer: Option<SocketAddr>,
     /// The server is full: answer with a GOAWAY and close.
     pub reject: bool,
+}
+
+/// What a worker waits on, made before its thread starts: its poll, the
+/// waker others reach it with, and the ticker of its sweep.
+pub(crate) struct Waits {
+    pub poll: Poll,
+    pub waker: Arc<Waker>,
+    pub ticker: Ticker,
 }
 
 /// The acceptor's way to reach a worker.
@@ -145,7 +156,11 @@ pub(crate) struct Worker {
     /// The peaks published so far: the shared ones are raised only when
     /// this worker's rise above them.
     published: Peaks,
+    /// Brings the sweep once per tick.
+    ticker: Ticker,
     shutting_down_since: Option<Instant>,
+    /// When the shutdown's grace period ends, until the sweep at that time.
+    grace_ends: Option<Instant>,
     /// The shutdown's grace period was cut short.
     stopping_now: bool,
 }
@@ -162,9 +177,13 @@ impl Worker {
         config: RuntimeConfig,
         shared: Arc<Shared>,
         receiver: Receiver<NewConnection>,
-        poll: Poll,
-        waker: Arc<Waker>,
+        waits: Waits,
     ) -> Worker {
+        let Waits {
+            poll,
+            waker,
+            ticker,
+        } = waits;
         let read_buf = vec![0; read_buffer(&config)];
         let inbox = Inbox::new(move || {
             if let Err(err) = waker.wake() {
@@ -192,7 +211,9 @@ impl Worker {
             cipher_buf: Vec::new(),
             timers: BinaryHeap::new(),
             published: Peaks::default(),
+            ticker,
             shutting_down_since: None,
+            grace_ends: None,
             stopping_now: false,
         }
     }
@@ -204,32 +225,29 @@ impl Worker {
         Ok((poll, waker))
     }
 
+    /// What a worker with `config` is to wait on.
+    pub fn waits(config: &RuntimeConfig) -> io::Result<Waits> {
+        let (poll, waker) = Worker::poll_and_waker()?;
+        let ticker = Ticker::new(&poll, TICK, sweep_tick(config))?;
+        Ok(Waits {
+            poll,
+            waker,
+            ticker,
+        })
+    }
+
     /// Serves connections until the shutdown ends.
     // Called once, from the thread's closure: inlined there, the loop keeps
     // the worker in registers (11 instructions per turn when it was not).
     #[inline(always)]
     pub fn run(mut self) {
         let mut events = Readiness::with_capacity(1024);
-        let tick = sweep_tick(&self.config);
         let mut turn_start = Instant::now();
-        let mut next_sweep = turn_start + tick;
         loop {
             let timeout = if self.again.is_empty() {
-                // Rounded up, so that a timer is not woken for just before
-                // its time.
-                let until = match self.timers.peek() {
-                    Some(Reverse((at, _, _))) if *at < next_sweep => {
-                        at.saturating_duration_since(Instant::now())
-                    }
-                    // The sweep's time is coarse (a tick of at least 10
-                    // ms): counted from the start of this turn, it comes
-                    // late by no more than the turn took, and the clock is
-                    // read once per turn.
-                    _ => next_sweep.saturating_duration_since(turn_start),
-                };
-                until + Duration::from_micros(500)
+                self.wait_limit(turn_start)
             } else {
-                Duration::ZERO
+                Some(Duration::ZERO)
             };
             if let Err(err) = events.wait(&mut self.poll, timeout) {
                 if err.kind() != io::ErrorKind::Interrupted {
@@ -247,6 +265,7 @@ impl Worker {
                         self.take_new_connections(now);
                         self.deliver(&mut due, now);
                     }
+                    TICK => self.ticker.on_event(),
                     Token(t) => {
                         let slot = t - 1;
                         // Served now: not again in this turn.
@@ -264,7 +283,7 @@ impl Worker {
             if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
                 self.begin_shutdown(now);
                 // The sweep that ends the grace period comes on time.
-                next_sweep = next_sweep.min(now + self.config.shutdown_grace);
+                self.grace_ends = Some(now + self.config.shutdown_grace);
             }
             if self.shutting_down_since.is_some()
                 && (self.stopping_now || self.shared.must_stop_now())
@@ -272,11 +291,10 @@ impl Worker {
                 // Cut short: each turn sweeps, so connections are closed
                 // and dropped without lingering.
                 self.stopping_now = true;
-                next_sweep = now;
             }
-            if now >= next_sweep {
+            let shutdown_sweep = self.shutting_down_since.is_some() && self.shutdown_sweep_due(now);
+            if self.ticker.take_due(now) || shutdown_sweep {
                 self.sweep(now);
-                next_sweep = now + tick;
             }
             if self.shutting_down_since.is_some() && self.conns.iter().all(Option::is_none) {
                 // The acceptor has stopped: a connection it handed over
@@ -287,6 +305,59 @@ impl Worker {
                     break;
                 }
             }
+        }
+    }
+
+    /// How long the next wait may last, from `turn_start`: until the first
+    /// timer, the sweep (where the ticker's event does not wake the worker)
+    /// or the shutdown's next sweep; none when nothing waits for a time.
+    /// Rounded up, so that a timer is not woken for just before its time.
+    #[inline(always)]
+    fn wait_limit(&self, turn_start: Instant) -> Option<Duration> {
+        let mut until = self.ticker.wait_limit(turn_start);
+        if let Some(Reverse((at, _, _))) = self.timers.peek() {
+            let left = at.saturating_duration_since(Instant::now());
+            until = Some(until.map_or(left, |until| until.min(left)));
+        }
+        if self.shutting_down_since.is_some() {
+            until = self.shutdown_wait_limit(turn_start, until);
+        }
+        until.map(|until| until + Duration::from_micros(500))
+    }
+
+    /// [`Worker::wait_limit`] while shutting down: no wait once the
+    /// shutdown is cut short, none past the end of its grace period.
+    #[cold]
+    fn shutdown_wait_limit(
+        &self,
+        turn_start: Instant,
+        until: Option<Duration>,
+    ) -> Option<Duration> {
+        if self.stopping_now {
+            return Some(Duration::ZERO);
+        }
+        let grace = self
+            .grace_ends
+            .map(|end| end.saturating_duration_since(turn_start));
+        match (until, grace) {
+            (Some(until), Some(grace)) => Some(until.min(grace)),
+            (until, grace) => until.or(grace),
+        }
+    }
+
+    /// Whether the shutdown calls for a sweep now: in every turn once it is
+    /// cut short, and once its grace period is over.
+    #[cold]
+    fn shutdown_sweep_due(&mut self, now: Instant) -> bool {
+        if self.stopping_now {
+            return true;
+        }
+        match self.grace_ends {
+            Some(end) if now >= end => {
+                self.grace_ends = None;
+                true
+            }
+            _ => false,
         }
     }
 

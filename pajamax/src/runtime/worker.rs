@@ -132,9 +132,6 @@ pub(crate) struct Worker {
     deliveries: Vec<Delivery>,
     /// Connections to serve in the next turn even without an event.
     again: SlotList,
-    /// Connections to serve later in this turn (a turn's `again`, and those
-    /// timers and other threads bring).
-    due: SlotList,
     /// Connections the last deliveries reached.
     delivered: SlotList,
     /// Where every connection's reads go: a connection holds on to input
@@ -203,7 +200,6 @@ impl Worker {
             inbox,
             deliveries: Vec::new(),
             again: SlotList::default(),
-            due: SlotList::default(),
             delivered: SlotList::default(),
             read_buf,
             spare: SpareRoom::default(),
@@ -243,6 +239,9 @@ impl Worker {
     pub fn run(mut self) {
         let mut events = Readiness::with_capacity(1024);
         let mut turn_start = Instant::now();
+        // Connections to serve later in the turn: the last turn's `again`,
+        // and those timers and other threads bring.
+        let mut due = SlotList::default();
         loop {
             let timeout = if self.again.is_empty() {
                 self.wait_limit(turn_start)
@@ -257,7 +256,6 @@ impl Worker {
             }
             let now = Instant::now();
             turn_start = now;
-            let mut due = std::mem::take(&mut self.due);
             self.again.move_to(&mut due);
             for ready in events.iter() {
                 match ready.token {
@@ -279,7 +277,6 @@ impl Worker {
             while let Some(slot) = due.pop_front(&mut from) {
                 self.on_ready(slot, now, false);
             }
-            self.due = due;
             if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
                 self.begin_shutdown(now);
                 // The sweep that ends the grace period comes on time.

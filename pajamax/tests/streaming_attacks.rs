@@ -637,3 +637,111 @@ async fn a_call_answered_early_ends_the_requests_its_thread_reads() {
     drop(more);
     common::stop(server).await;
 }
+
+/// Request messages queued for a thread count in the connection's peak
+/// of queued bytes even when the client resets the call in the same turn
+/// of the connection: the stream is gone by the end of the turn, but the
+/// bytes stay queued until the thread lets go of them.
+#[test]
+fn bytes_queued_for_a_call_reset_in_the_same_turn_count_in_the_peak() {
+    use common::raw::RawPeer;
+    use pajamax::{ClientStream, Context, Method, MethodKind, Reply, Service, Status};
+    use pajamax_test_peer::{ErrorCode, Frame};
+    use std::sync::Mutex;
+
+    /// `test.Keep`: `Keep` keeps its requests and responder, unread, until
+    /// the test lets go of them; `Sleep` holds the worker for a second.
+    struct Keep(Arc<Mutex<Vec<Box<dyn Send>>>>);
+
+    impl Service for Keep {
+        fn name(&self) -> &'static str {
+            "test.Keep"
+        }
+
+        fn methods(&self) -> &'static [Method] {
+            &[
+                Method {
+                    name: "Keep",
+                    kind: MethodKind::ClientStreaming,
+                },
+                Method {
+                    name: "Sleep",
+                    kind: MethodKind::Unary,
+                },
+            ]
+        }
+
+        fn unary(
+            &self,
+            _method: usize,
+            _ctx: &mut Context<'_>,
+            _request: &[u8],
+            _reply: &mut Reply<'_>,
+        ) -> Result<(), Status> {
+            std::thread::sleep(Duration::from_secs(1));
+            Ok(())
+        }
+
+        fn client_streaming(
+            &self,
+            _method: usize,
+            ctx: &mut Context<'_>,
+        ) -> Result<pajamax::grpc::streaming::RawInbound, Status> {
+            let (stream, requests, responder) = ClientStream::<Ask, Item>::channel(ctx);
+            self.0.lock().unwrap().push(Box::new((requests, responder)));
+            Ok(stream.into_raw())
+        }
+    }
+
+    fn message(declared: usize, body: usize) -> Vec<u8> {
+        let mut message = vec![0];
+        message.extend((declared as u32).to_be_bytes());
+        message.extend(std::iter::repeat_n(0u8, body));
+        message
+    }
+
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(Keep(kept.clone()))
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let mut peer = RawPeer::handshake(server.local_addr(), &[]);
+    // A whole message of 10,000 bytes for the thread, the start of another
+    // (60,000 bytes of 100,000), then the reset: more than the worker's
+    // read buffer (64 KiB), so that the worker's first read fills it and
+    // the reset comes in its second read of the same turn. A reset read
+    // with the stream's HEADERS would take the call back before it opens.
+    let body = 10_000;
+    let mut bytes = Frame::settings_ack().to_bytes();
+    peer.client
+        .request_headers(1, "/test.Keep/Keep", &[], false)
+        .write(&mut bytes);
+    Frame::data(1, &message(body, body), false).write(&mut bytes);
+    let rest = message(100_000, 60_000);
+    for piece in rest.chunks(15_000) {
+        Frame::data(1, piece, false).write(&mut bytes);
+    }
+    Frame::rst_stream(1, ErrorCode::CANCEL).write(&mut bytes);
+    assert!(bytes.len() > 66 << 10, "{}", bytes.len());
+    // All of it waits in the socket while the worker sleeps in a call of
+    // another connection.
+    let mut sleeper = RawPeer::handshake(server.local_addr(), &[]);
+    let sleep = sleeper.request(1, "/test.Keep/Sleep", &[]);
+    sleeper.send(&sleep);
+    std::thread::sleep(Duration::from_millis(200));
+    peer.send(&bytes);
+    for _ in 0..500 {
+        if server.stats().peak_queued_request_bytes >= body {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stats = server.stats();
+    assert_eq!(kept.lock().unwrap().len(), 1, "the call was not opened");
+    assert!(stats.peak_queued_request_bytes >= body, "{stats:?}");
+    kept.lock().unwrap().clear();
+    drop((peer, sleeper));
+    server.shutdown();
+}

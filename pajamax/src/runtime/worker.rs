@@ -886,14 +886,19 @@ fn raise(global: &AtomicUsize, now: usize, published: &mut usize) {
 }
 
 /// Folds what the connection holds now into the server's high-water marks.
-/// A connection at rest (no stream open, no output waiting) holds nothing
-/// of what they count.
+/// A connection at rest (no stream open, no output waiting) holds no
+/// output, held answer bytes or buffered request bytes (they all belong to
+/// open streams); request bytes queued for other threads are the
+/// exception: they stay queued after their stream is gone (reset by the
+/// client in the turn that queued them) until the thread lets go of them.
 fn record_peaks(conn: &mut Conn, published: &mut Peaks, shared: &Shared) {
     let h2 = conn.grpc.h2();
     if !conn.error_counted && h2.error().is_some_and(|e| e.reason != Reason::NO_ERROR) {
         conn.error_counted = true;
         shared.connection_errors.fetch_add(1, Ordering::Relaxed);
     }
+    let queued = conn.grpc.queued_request_bytes();
+    raise(&shared.peak_queued, queued, &mut published.queued);
     let streams = h2.open_streams();
     let output = h2.output().len();
     if streams == 0 && output == 0 {
@@ -903,8 +908,6 @@ fn record_peaks(conn: &mut Conn, published: &mut Peaks, shared: &Shared) {
     raise(&shared.peak_held, h2.held_bytes(), &mut published.held);
     let buffered = conn.grpc.buffered_request_bytes();
     raise(&shared.peak_buffered, buffered, &mut published.buffered);
-    let queued = conn.grpc.queued_request_bytes();
-    raise(&shared.peak_queued, queued, &mut published.queued);
     raise(&shared.peak_streams, streams, &mut published.streams);
 }
 

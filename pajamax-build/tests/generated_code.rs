@@ -159,7 +159,7 @@ fn generated_code_compiles_and_serves_every_kind() {
     // (through a server and a tonic client) ran.
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("test result: ok. 6 passed"), "{stdout}");
-    assert!(stdout.contains("test result: ok. 4 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 5 passed"), "{stdout}");
 
     if has_clippy() {
         cargo(&dir, &["clippy", "--all-targets", "--", "-D", "warnings"]);

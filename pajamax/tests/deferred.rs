@@ -129,3 +129,54 @@ async fn shutdown_waits_for_deferred_answers() {
     stop(server).await;
     assert_eq!(pending.await.unwrap().unwrap().get_ref().text, "in flight");
 }
+
+/// The requests of deferred calls count in their connection's request
+/// bytes waiting for other threads until answered: past
+/// `max_buffered_request_bytes` a call is refused at once, so a client
+/// cannot pile requests up in the threads' queues; once answers go out,
+/// there is room again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_requests_are_bounded_per_connection() {
+    const LIMIT: usize = 64 << 10;
+    const BLOB: usize = 20 << 10;
+    let server = start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_buffered_request_bytes(LIMIT),
+    );
+    let channel = connect(&server).await;
+    let request = |i: usize| {
+        tonic::Request::new(ProbeRequest {
+            text: format!("held {i}"),
+            blob: vec![7; BLOB],
+            sleep_ms: 1500,
+            ..Default::default()
+        })
+    };
+    let calls: Vec<_> = (0..10)
+        .map(|i| tokio::spawn(call(channel.clone(), "Defer", request(i))))
+        .collect();
+    let mut answered = 0;
+    let mut refused = 0;
+    for task in calls {
+        match task.await.unwrap() {
+            Ok(reply) => {
+                assert!(reply.get_ref().text.starts_with("held "));
+                answered += 1;
+            }
+            Err(status) => {
+                assert_status(&status, Code::ResourceExhausted, "wait for other threads");
+                refused += 1;
+            }
+        }
+    }
+    // Three requests of 20 KiB fit in 64 KiB, a fourth does not.
+    assert!((1..=3).contains(&answered), "{answered} answered");
+    assert_eq!(answered + refused, 10);
+    let peak = server.stats().peak_queued_request_bytes;
+    assert!(peak <= LIMIT, "{peak} bytes waited for threads");
+    // Answered, they left the connection's share: more go to the threads.
+    let reply = call(channel.clone(), "Defer", request(10)).await.unwrap();
+    assert_eq!(reply.get_ref().text, "held 10");
+    stop(server).await;
+}

@@ -56,8 +56,10 @@ fn request_variant(method: &MethodCode<'_>) -> TokenStream {
 
 /// Decodes the request bytes into the request enum's variant `request`,
 /// picks the queue and makes the call with `answer`, then queues it; a call
-/// that cannot be queued is answered at once with the reason. `answer` may
-/// use `ctx`; it is made once the queue is chosen.
+/// that cannot be queued is answered at once with the reason, and one its
+/// connection refused (no room for its request among those waiting for
+/// threads: `answer` is cancelled) is not queued. `answer` may use `ctx`;
+/// it is made once the queue is chosen.
 fn dispatch_route(method: &MethodCode<'_>, names: &Names, answer: TokenStream) -> TokenStream {
     let Names { request, call, .. } = names;
     let variant = &method.variant;
@@ -74,7 +76,11 @@ fn dispatch_route(method: &MethodCode<'_>, names: &Names, answer: TokenStream) -
         let sender = self.dispatch.dispatch_to(&request);
         #answer
         let call = #call { request, answer };
-        if let Err((status, call)) = sender.try_dispatch(call) {
+        if call.is_cancelled() {
+            // Refused, without room for its request among its connection's
+            // requests waiting for threads: answered already.
+            drop(call);
+        } else if let Err((status, call)) = sender.try_dispatch(call) {
             call.answer.fail(status);
         }
     }

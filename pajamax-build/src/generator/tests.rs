@@ -737,7 +737,8 @@ fn dispatch_mode_queues_unary_and_server_streaming_calls() {
          letsender=self.dispatch.dispatch_to(&request);\
          letanswer=DictStoreAnswer::Get(ctx.defer());\
          letcall=DictStoreCall{request,answer};\
-         ifletErr((status,call))=sender.try_dispatch(call){call.answer.fail(status);}\
+         ifcall.is_cancelled(){drop(call);}\
+         elseifletErr((status,call))=sender.try_dispatch(call){call.answer.fail(status);}\
          Ok(())"
     ));
     let streaming = impl_fn(service, "server_streaming");
@@ -750,7 +751,8 @@ fn dispatch_mode_queues_unary_and_server_streaming_calls() {
          let(stream,sink)=pajamax::ServerStream::channel(ctx);\
          letanswer=DictStoreAnswer::Watch(sink);\
          letcall=DictStoreCall{request,answer};\
-         ifletErr((status,call))=sender.try_dispatch(call){call.answer.fail(status);}\
+         ifcall.is_cancelled(){drop(call);}\
+         elseifletErr((status,call))=sender.try_dispatch(call){call.answer.fail(status);}\
          Ok(stream.into_raw())"
     ));
 }

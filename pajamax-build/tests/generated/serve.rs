@@ -7,6 +7,7 @@ use generated_code::routeguide::route_guide_server::RouteGuideServer;
 use generated_code::routeguide::{Feature, Point, Rectangle, RouteNote, RouteSummary};
 use generated_code::{Guide, OneQueue, Store};
 use pajamax::dispatch;
+use std::time::Duration;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::codegen::tokio_stream;
 use tonic::transport::{Channel, Endpoint};
@@ -265,6 +266,70 @@ async fn a_streaming_call_that_cannot_be_queued_ends_with_the_reason() {
     assert_eq!(status.code(), Code::Unavailable);
 
     drop(sender);
+    shutdown(server).await;
+}
+
+/// Calls of one connection waiting in a backend's queue hold their requests
+/// in the connection's share of request bytes waiting for threads: past
+/// `max_buffered_request_bytes` a call is answered RESOURCE_EXHAUSTED and
+/// not queued, whatever room the queue has; once the backend answers, there
+/// is room again.
+#[tokio::test]
+async fn queued_calls_are_bounded_by_their_requests_bytes() {
+    // A queue of 16 calls, which nothing serves for now.
+    let (sender, queue) = dispatch::channel::<FeedCall>(16);
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .max_buffered_request_bytes(64 << 10)
+        .add_service(FeedServer::new(OneQueue(sender)))
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let client = client(&server).await;
+    let get = |key: String| {
+        let mut client = client.clone();
+        async move {
+            client.ready().await.unwrap();
+            client
+                .unary(
+                    tonic::Request::new(Key { key }),
+                    path("/feed.Feed/Get"),
+                    codec::<Key, Item>(),
+                )
+                .await
+        }
+    };
+    // One request of 40 KiB waits in the queue, on the connection's share.
+    let first = tokio::spawn(get("a".repeat(40 << 10)));
+    let (queue, call) = tokio::task::spawn_blocking(move || {
+        let call = queue.recv().unwrap();
+        (queue, call)
+    })
+    .await
+    .unwrap();
+    // A second would pass 64 KiB: refused, and not queued (where it was,
+    // nothing would answer it).
+    let second = tokio::time::timeout(Duration::from_secs(10), get("b".repeat(40 << 10)));
+    let status = second.await.expect("answered at once").unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert!(
+        status.message().contains("wait for other threads"),
+        "{}",
+        status.message()
+    );
+    assert!(queue.try_recv().is_err());
+    // The request message: its key, with a tag and a 3-byte length.
+    assert_eq!(server.stats().peak_queued_request_bytes, (40 << 10) + 4);
+
+    // Answered, the first leaves the share: the next is queued.
+    call.handle(&mut Store::default());
+    assert_eq!(first.await.unwrap().unwrap().into_inner().version, 1);
+    let next = tokio::spawn(get("c".repeat(40 << 10)));
+    let call = tokio::task::spawn_blocking(move || queue.recv().unwrap())
+        .await
+        .unwrap();
+    call.handle(&mut Store::default());
+    assert_eq!(next.await.unwrap().unwrap().into_inner().version, 1);
     shutdown(server).await;
 }
 

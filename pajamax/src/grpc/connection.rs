@@ -1098,7 +1098,8 @@ impl GrpcConnection {
         } else {
             Ok(())
         };
-        let outcome = match intercepted {
+        ctx.set_request_bytes(message.len());
+        let mut outcome = match intercepted {
             Ok(()) => executor::unary(service, route.method as usize, &mut ctx, message, reply),
             Err(status) => Ok(Err(status)),
         };
@@ -1136,7 +1137,9 @@ impl GrpcConnection {
             }
         }
         if let Some(shared) = remote {
-            if outcome.is_ok() {
+            if shared.is_refused() {
+                outcome = Ok(Err(refused_for_room()));
+            } else if outcome.is_ok() {
                 // Deferred: the answer comes back through the inbox; what
                 // the handler returned does not count.
                 let mut call = match running {
@@ -1204,6 +1207,7 @@ impl GrpcConnection {
         let service = self.router.service(route.service);
         let compressed = call.compressed_request;
         let mut ctx = self.env.call_context(stream, &mut call, true, compressed);
+        ctx.set_request_bytes(message.len());
         let outcome = if self.intercepting {
             let info = self.router.call_info(route);
             executor::intercept(self.router.hooks(), &info, &mut ctx)
@@ -1226,6 +1230,9 @@ impl GrpcConnection {
                 call.queued = true;
                 self.ready.push_back(stream);
                 self.keep(stream, call);
+            }
+            (Ok(Production::Remote), Some(shared)) if shared.is_refused() => {
+                self.end_call(stream, call, Some(refused_for_room()));
             }
             (Ok(Production::Remote), Some(shared)) => {
                 call.state = State::Remote(Box::new(RemoteCall::new(shared, false)));
@@ -2319,6 +2326,15 @@ fn unimplemented_status(router: &Router, path: &[u8]) -> Status {
             String::from_utf8_lossy(service)
         ))
     }
+}
+
+/// The status of a call refused because the connection's requests waiting
+/// for other threads take all the room `max_buffered_request_bytes` gives.
+#[cold]
+fn refused_for_room() -> Status {
+    Status::resource_exhausted(
+        "too many request bytes of this connection wait for other threads (max_buffered_request_bytes)",
+    )
 }
 
 #[cfg(test)]

@@ -24,6 +24,11 @@ pub struct Context<'a> {
     /// The call's state shared with another thread, once it was sent
     /// there.
     remote: Option<Arc<Shared>>,
+    /// The size of the call's one request message (a unary or
+    /// server-streaming call on a connection), counted in the connection's
+    /// share of request bytes waiting for threads while another thread
+    /// holds the call.
+    request_bytes: usize,
     /// The request's message was compressed.
     request_compressed: bool,
     /// The handler's choice of compression for the answer.
@@ -142,6 +147,7 @@ impl<'a> Context<'a> {
             response,
             answer_to,
             remote: None,
+            request_bytes: 0,
             request_compressed,
             compress: None,
             #[cfg(feature = "tls")]
@@ -179,6 +185,15 @@ impl<'a> Context<'a> {
     /// crate::ClientStreamHandler::on_end)); elsewhere, and outside a
     /// running server (a context made with [`Context::new`]), the
     /// responder's answer goes nowhere.
+    ///
+    /// The request of a deferred unary call counts in its connection's
+    /// request bytes waiting for other threads until the responder
+    /// answers (or is dropped), up to
+    /// [`Builder::max_buffered_request_bytes`](crate::Builder::max_buffered_request_bytes)
+    /// (at least one request): past it the call is answered
+    /// `RESOURCE_EXHAUSTED` at once, and the responder returned is already
+    /// cancelled ([`Responder::is_cancelled`]), so the request need not be
+    /// queued for the thread at all.
     pub fn defer(&mut self) -> Responder {
         let shared = self.open_remote();
         let mut responder = Responder::new(shared);
@@ -193,8 +208,18 @@ impl<'a> Context<'a> {
         self.remote.is_some()
     }
 
+    /// The call's request message is `bytes` long: if the call goes to
+    /// another thread, the request goes with it.
+    #[inline(always)]
+    pub(crate) fn set_request_bytes(&mut self, bytes: usize) {
+        self.request_bytes = bytes;
+    }
+
     /// Sends the call to another thread: the state it shares with its
-    /// worker, or `None` where it cannot go.
+    /// worker, or `None` where it cannot go. The request goes with it,
+    /// counted in the connection's share of request bytes waiting for
+    /// threads; without room there, the call is refused (answered
+    /// `RESOURCE_EXHAUSTED`, and cancelled for the thread).
     pub(crate) fn open_remote(&mut self) -> Option<Arc<Shared>> {
         let (to, stream) = self.answer_to?;
         let (inbox, connection) = to.inbox.as_ref()?;
@@ -210,6 +235,9 @@ impl<'a> Context<'a> {
             },
             self.deadline,
         );
+        if self.request_bytes > 0 {
+            shared.hold_request(self.request_bytes);
+        }
         self.remote = Some(shared.clone());
         Some(shared)
     }

@@ -15,7 +15,7 @@ use crate::grpc::status::Status;
 use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
@@ -353,6 +353,14 @@ pub(crate) struct Shared {
     /// Signalled when credit comes back, a message comes in, or the call
     /// ends.
     changed: Condvar,
+    /// The size of the request the call went to the thread with (a unary
+    /// or server-streaming call), counted in the connection's share of
+    /// request bytes waiting for threads until the thread answers or
+    /// starts to ([`Shared::hold_request`]).
+    held: AtomicUsize,
+    /// The share had no room for that request: the call is answered
+    /// `RESOURCE_EXHAUSTED` at once, and its thread sees it cancelled.
+    refused: AtomicBool,
 }
 
 struct State {
@@ -395,7 +403,39 @@ impl Shared {
                 lent_waiting: false,
             }),
             changed: Condvar::new(),
+            held: AtomicUsize::new(0),
+            refused: AtomicBool::new(false),
         })
+    }
+
+    /// Counts the `bytes` of the request the call goes to the thread with
+    /// in the connection's share, if there is room (or nothing else waits);
+    /// otherwise the call is refused: cancelled at once, for the worker to
+    /// answer `RESOURCE_EXHAUSTED`. A thread's queue (dispatch mode, or the
+    /// application's own channel) then never holds more requests of one
+    /// connection than the share allows.
+    pub(crate) fn hold_request(&self, bytes: usize) {
+        if self.target.queued.add(bytes) {
+            self.held.store(bytes, Ordering::Relaxed);
+        } else {
+            self.refused.store(true, Ordering::Relaxed);
+            self.cancel(CancelReason::Ended);
+        }
+    }
+
+    /// Whether the call was refused for lack of room in the connection's
+    /// share ([`Shared::hold_request`]).
+    pub(crate) fn is_refused(&self) -> bool {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// The thread answers, or starts to: the request it was sent with
+    /// leaves the connection's share.
+    fn release_request(&self) {
+        if self.held.load(Ordering::Relaxed) > 0 {
+            let bytes = self.held.swap(0, Ordering::Relaxed);
+            self.leave_share(bytes);
+        }
     }
 
     fn send(&self, part: Part) {
@@ -575,10 +615,11 @@ impl Shared {
 }
 
 impl Drop for Shared {
-    /// Request messages the thread never took leave the connection's share.
+    /// Request messages the thread never took, and the request it held,
+    /// leave the connection's share.
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        let left = std::mem::take(&mut state.incoming_bytes);
+        let left = std::mem::take(&mut state.incoming_bytes) + std::mem::take(self.held.get_mut());
         self.leave_share(left);
     }
 }
@@ -701,6 +742,7 @@ impl Responder {
 
     fn send(&mut self, result: Result<Vec<u8>, Status>) {
         if let Some(shared) = self.shared.take() {
+            shared.release_request();
             shared.send(Part::Answer {
                 result,
                 headers: std::mem::take(&mut self.headers),
@@ -827,6 +869,7 @@ impl<M: prost::Message> Sink<M> {
         let Some(shared) = &self.shared else {
             return Ok(());
         };
+        shared.release_request();
         if let Some(reason) = shared.cancelled() {
             return Err(Cancelled { reason });
         }
@@ -849,6 +892,7 @@ impl<M: prost::Message> Sink<M> {
         let Some(shared) = self.shared.clone() else {
             return Ok(());
         };
+        shared.release_request();
         let bytes = framed(message);
         shared.take_credit(bytes.len())?;
         if !self.headers_sent {
@@ -871,6 +915,7 @@ impl<M: prost::Message> Sink<M> {
         }
         self.finished = true;
         if let Some(shared) = &self.shared {
+            shared.release_request();
             let mut trailers = std::mem::take(&mut self.trailers);
             if !self.headers_sent {
                 // Never sent: the headers' metadata goes with the trailers.
@@ -888,6 +933,7 @@ impl<M> Drop for Sink<M> {
         if !self.finished {
             self.finished = true;
             if let Some(shared) = &self.shared {
+                shared.release_request();
                 shared.send(Part::Finish {
                     status: Some(Status::internal(
                         "the handler dropped its sink without finishing",
@@ -1006,7 +1052,6 @@ impl<M: prost::Message + Default> Iterator for Streaming<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn counting_inbox() -> (Arc<Inbox>, Arc<AtomicUsize>) {
         let wakes = Arc::new(AtomicUsize::new(0));

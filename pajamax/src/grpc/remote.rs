@@ -285,9 +285,29 @@ pub(crate) struct Queued {
 #[derive(Debug, Default)]
 struct QueuedState {
     bytes: usize,
+    /// Of `bytes`, the requests of calls sent to threads
+    /// ([`Shared::hold_request`]): they leave when the threads answer, not
+    /// as the threads take streamed messages.
+    held: usize,
     /// A call was refused for lack of room: a [`Part::Room`] is owed once
     /// there is some.
     starved: bool,
+}
+
+impl QueuedState {
+    /// Whether a call refused for lack of room may be offered more now:
+    /// the streamed messages are down to half the room the held requests
+    /// leave them. Half the limit would not do: requests held over half
+    /// of it (for as long as their threads take to answer) would keep a
+    /// message that fits waiting.
+    fn room(&mut self, limit: usize) -> bool {
+        let streamed = self.bytes - self.held;
+        let room = self.starved && streamed <= limit.saturating_sub(self.held) / 2;
+        if room {
+            self.starved = false;
+        }
+        room
+    }
 }
 
 /// What became of a request message offered to a call's thread.
@@ -331,17 +351,37 @@ impl Queued {
         true
     }
 
-    /// Counts `bytes` out; `true` when a refused call may be offered more
-    /// now (the queues are down to half the limit).
+    /// Counts in the `bytes` of a request a call goes to a thread with, if
+    /// there is room as [`Queued::add`] has it; a request without room is
+    /// refused, and owes no [`Part::Room`] (no call waits for it).
+    fn hold(&self, bytes: usize) -> bool {
+        let mut state = lock(&self.state);
+        if state.bytes > 0 && state.bytes + bytes > self.limit {
+            return false;
+        }
+        state.bytes += bytes;
+        state.held += bytes;
+        self.bytes_now.store(state.bytes, Ordering::Relaxed);
+        true
+    }
+
+    /// Counts `bytes` of streamed messages out; `true` when a refused call
+    /// may be offered more now ([`QueuedState::room`]).
     fn remove(&self, bytes: usize) -> bool {
         let mut state = lock(&self.state);
         state.bytes -= bytes;
         self.bytes_now.store(state.bytes, Ordering::Relaxed);
-        let room = state.starved && state.bytes <= self.limit / 2;
-        if room {
-            state.starved = false;
-        }
-        room
+        state.room(self.limit)
+    }
+
+    /// Counts out the `bytes` of a request [`Queued::hold`] counted in;
+    /// `true` as for [`Queued::remove`].
+    fn release(&self, bytes: usize) -> bool {
+        let mut state = lock(&self.state);
+        state.bytes -= bytes;
+        state.held -= bytes;
+        self.bytes_now.store(state.bytes, Ordering::Relaxed);
+        state.room(self.limit)
     }
 }
 
@@ -415,7 +455,7 @@ impl Shared {
     /// application's own channel) then never holds more requests of one
     /// connection than the share allows.
     pub(crate) fn hold_request(&self, bytes: usize) {
-        if self.target.queued.add(bytes) {
+        if self.target.queued.hold(bytes) {
             self.held.store(bytes, Ordering::Relaxed);
         } else {
             self.refused.store(true, Ordering::Relaxed);
@@ -434,7 +474,16 @@ impl Shared {
     fn release_request(&self) {
         if self.held.load(Ordering::Relaxed) > 0 {
             let bytes = self.held.swap(0, Ordering::Relaxed);
-            self.leave_share(bytes);
+            self.release_held(bytes);
+        }
+    }
+
+    /// Counts the `bytes` of the request the call was sent with out of the
+    /// connection's share, and says so to the worker when calls wait for
+    /// room there.
+    fn release_held(&self, bytes: usize) {
+        if bytes > 0 && self.target.queued.release(bytes) {
+            self.send(Part::Room);
         }
     }
 
@@ -619,8 +668,10 @@ impl Drop for Shared {
     /// leave the connection's share.
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        let left = std::mem::take(&mut state.incoming_bytes) + std::mem::take(self.held.get_mut());
+        let left = std::mem::take(&mut state.incoming_bytes);
         self.leave_share(left);
+        let held = std::mem::take(self.held.get_mut());
+        self.release_held(held);
     }
 }
 
@@ -1346,6 +1397,52 @@ mod tests {
         assert_eq!(other.offer(&message), Offered::Queued);
         assert_eq!(deaf.offer(&message), Offered::Queued, "taken, and dropped");
         assert_eq!(queued.bytes(), 7, "only the other call's message waits");
+    }
+
+    /// Requests of calls sent to threads hold part of the connection's
+    /// share until those threads answer: a streamed message refused
+    /// meanwhile is offered again once the other streamed messages are
+    /// taken and it fits beside the held requests, not only once the
+    /// share is down to half its limit (which the held requests alone
+    /// may keep it above for as long as their threads take).
+    #[test]
+    fn a_streamed_message_that_fits_beside_held_requests_is_offered_again() {
+        let (inbox, _) = counting_inbox();
+        let queued = Queued::new(100);
+        let target = |stream| Target {
+            inbox: inbox.clone(),
+            connection: 7,
+            stream,
+            credit: 100,
+            incoming_limit: 1000,
+            queued: queued.clone(),
+            lent: Lent::new(1 << 20),
+        };
+        // A deferred call holds a request of 60 bytes.
+        let deferred = Shared::new(target(1), None);
+        deferred.hold_request(60);
+        assert!(!deferred.is_refused());
+        let responder = Responder::new(Some(deferred.clone()));
+        drop(deferred);
+        // A streaming call: 20 bytes queued, 30 more do not fit.
+        let streamed = Shared::new(target(3), None);
+        assert_eq!(streamed.offer(&[1; 20]), Offered::Queued);
+        assert_eq!(streamed.offer(&[2; 30]), Offered::ConnectionFull);
+        // Its thread takes the 20: 60 held and 30 fit in 100.
+        assert_eq!(streamed.take_incoming().unwrap().unwrap().len(), 20);
+        assert_eq!(queued.bytes(), 60);
+        assert!(
+            drain(&inbox)
+                .iter()
+                .any(|part| matches!(part.part, Part::Room)),
+            "the call waiting for room is told there is some"
+        );
+        assert_eq!(streamed.offer(&[2; 30]), Offered::Queued);
+        // Answered, the deferred call's request leaves the share.
+        responder.respond(Ok(1u32));
+        assert_eq!(queued.bytes(), 30);
+        assert_eq!(streamed.take_incoming().unwrap().unwrap().len(), 30);
+        assert_eq!(queued.bytes(), 0);
     }
 
     /// Credit set as large as it goes (`usize::MAX` for no limit) is not

@@ -231,13 +231,15 @@ impl Builder {
     /// Incomplete request bytes one connection may buffer over all its
     /// calls; a call past it gets RESOURCE_EXHAUSTED. Default: 64 MiB.
     ///
-    /// The same limit, counted apart, bounds a connection's request bytes
-    /// waiting for handlers on other threads (always at least one request):
-    /// streamed request messages queued and not yet taken hold the stream
-    /// back until there is room, and the request of a call sent to another
-    /// thread ([`Context::defer`](crate::Context::defer), a server stream's
-    /// `channel`, dispatch mode) counts until that thread answers or starts
-    /// to; a call past it is answered RESOURCE_EXHAUSTED at once.
+    /// The same limit, counted apart, bounds twice more a connection's
+    /// request bytes waiting for handlers on other threads (each time
+    /// always at least one message): streamed request messages queued and
+    /// not yet taken hold the stream back until there is room; the
+    /// requests of calls sent to another thread
+    /// ([`Context::defer`](crate::Context::defer), a server stream's
+    /// `channel`, dispatch mode) count until that thread answers or starts
+    /// to, and a call past the limit is answered RESOURCE_EXHAUSTED at
+    /// once. Neither holds the other back.
     pub fn max_buffered_request_bytes(mut self, bytes: usize) -> Builder {
         self.config.grpc.max_buffered_request_bytes = bytes;
         self
@@ -1060,7 +1062,7 @@ pub struct Stats {
     pub peak_buffered_request_bytes: usize,
     /// The most request bytes one connection has had waiting for handlers
     /// on other threads: streamed messages not yet taken, and requests of
-    /// calls sent to a thread that has not answered yet (bounded by
+    /// calls sent to a thread that has not answered yet (each bounded by
     /// `max_buffered_request_bytes`, or one message past it).
     pub peak_queued_request_bytes: usize,
     /// The most streams one connection has had open at once (bounded by

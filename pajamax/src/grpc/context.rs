@@ -26,8 +26,7 @@ pub struct Context<'a> {
     remote: Option<Arc<Shared>>,
     /// The size of the call's one request message (a unary or
     /// server-streaming call on a connection), counted in the connection's
-    /// share of request bytes waiting for threads while another thread
-    /// holds the call.
+    /// requests held for threads while another thread holds the call.
     request_bytes: usize,
     /// The request's message was compressed.
     request_compressed: bool,
@@ -217,9 +216,9 @@ impl<'a> Context<'a> {
 
     /// Sends the call to another thread: the state it shares with its
     /// worker, or `None` where it cannot go. The request goes with it,
-    /// counted in the connection's share of request bytes waiting for
-    /// threads; without room there, the call is refused (answered
-    /// `RESOURCE_EXHAUSTED`, and cancelled for the thread).
+    /// counted in the connection's requests held for threads; without room
+    /// there, the call is refused (answered `RESOURCE_EXHAUSTED`, and
+    /// cancelled for the thread).
     pub(crate) fn open_remote(&mut self) -> Option<Arc<Shared>> {
         let (to, stream) = self.answer_to?;
         let (inbox, connection) = to.inbox.as_ref()?;

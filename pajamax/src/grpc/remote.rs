@@ -269,10 +269,11 @@ impl Lent {
     }
 }
 
-/// Request bytes queued for the threads of one connection's calls, and the
-/// most they may be together: without it, each of thousands of streams
-/// could hold a stream window (or one inflated message) in its thread's
-/// queue.
+/// Request bytes waiting for the threads of one connection's calls, and the
+/// most they may be: without it, each of thousands of streams could hold a
+/// stream window (or one inflated message) in its thread's queue, and each
+/// call sent to a thread its request. Streamed messages and the requests
+/// of calls sent to threads each have the limit.
 #[derive(Debug)]
 pub(crate) struct Queued {
     limit: usize,
@@ -295,14 +296,18 @@ struct QueuedState {
 }
 
 impl QueuedState {
-    /// Whether a call refused for lack of room may be offered more now:
-    /// the streamed messages are down to half the room the held requests
-    /// leave them. Half the limit would not do: requests held over half
-    /// of it (for as long as their threads take to answer) would keep a
-    /// message that fits waiting.
+    /// Streamed request messages queued now: `bytes` less the held
+    /// requests.
+    fn streamed(&self) -> usize {
+        self.bytes - self.held
+    }
+
+    /// Whether a call refused for lack of room may be offered more now: the
+    /// streamed messages are down to half the limit. Held requests do not
+    /// count: they have a limit of their own, and leave only as their
+    /// threads answer.
     fn room(&mut self, limit: usize) -> bool {
-        let streamed = self.bytes - self.held;
-        let room = self.starved && streamed <= limit.saturating_sub(self.held) / 2;
+        let room = self.starved && self.streamed() <= limit / 2;
         if room {
             self.starved = false;
         }
@@ -324,7 +329,8 @@ pub(crate) enum Offered {
 }
 
 impl Queued {
-    /// At most `limit` bytes (and at least one message) queued at once.
+    /// At most `limit` bytes of streamed messages (and at least one) and
+    /// `limit` bytes of held requests (and at least one) at once.
     pub(crate) fn new(limit: usize) -> Arc<Queued> {
         Arc::new(Queued {
             limit: limit.max(1),
@@ -338,11 +344,13 @@ impl Queued {
         self.bytes_now.load(Ordering::Relaxed)
     }
 
-    /// Counts `bytes` in if there is room: some is left, or nothing is
-    /// queued (a message larger than the limit goes alone).
+    /// Counts `bytes` of a streamed message in if there is room: some is
+    /// left, or no streamed message is queued (a message larger than the
+    /// limit goes alone).
     fn add(&self, bytes: usize) -> bool {
         let mut state = lock(&self.state);
-        if state.bytes > 0 && state.bytes + bytes > self.limit {
+        let streamed = state.streamed();
+        if streamed > 0 && streamed + bytes > self.limit {
             state.starved = true;
             return false;
         }
@@ -352,11 +360,15 @@ impl Queued {
     }
 
     /// Counts in the `bytes` of a request a call goes to a thread with, if
-    /// there is room as [`Queued::add`] has it; a request without room is
-    /// refused, and owes no [`Part::Room`] (no call waits for it).
+    /// the held requests leave room for it within the limit (or none is
+    /// held): a limit of their own, so that requests whose threads have not
+    /// answered never hold streamed messages back (a deferred call that
+    /// waits on a client stream of its connection would never be
+    /// answered). A request without room is refused, and owes no
+    /// [`Part::Room`] (no call waits for it).
     fn hold(&self, bytes: usize) -> bool {
         let mut state = lock(&self.state);
-        if state.bytes > 0 && state.bytes + bytes > self.limit {
+        if state.held > 0 && state.held + bytes > self.limit {
             return false;
         }
         state.bytes += bytes;
@@ -394,9 +406,9 @@ pub(crate) struct Shared {
     /// ends.
     changed: Condvar,
     /// The size of the request the call went to the thread with (a unary
-    /// or server-streaming call), counted in the connection's share of
-    /// request bytes waiting for threads until the thread answers or
-    /// starts to ([`Shared::hold_request`]).
+    /// or server-streaming call), counted in the connection's requests
+    /// held for threads ([`Queued`]) until the thread answers or starts to
+    /// ([`Shared::hold_request`]).
     held: AtomicUsize,
     /// The share had no room for that request: the call is answered
     /// `RESOURCE_EXHAUSTED` at once, and its thread sees it cancelled.
@@ -449,11 +461,11 @@ impl Shared {
     }
 
     /// Counts the `bytes` of the request the call goes to the thread with
-    /// in the connection's share, if there is room (or nothing else waits);
-    /// otherwise the call is refused: cancelled at once, for the worker to
-    /// answer `RESOURCE_EXHAUSTED`. A thread's queue (dispatch mode, or the
-    /// application's own channel) then never holds more requests of one
-    /// connection than the share allows.
+    /// in the connection's requests held for threads, if there is room (or
+    /// none is held); otherwise the call is refused: cancelled at once, for
+    /// the worker to answer `RESOURCE_EXHAUSTED`. A thread's queue
+    /// (dispatch mode, or the application's own channel) then never holds
+    /// more requests of one connection than the limit allows.
     pub(crate) fn hold_request(&self, bytes: usize) {
         if self.target.queued.hold(bytes) {
             self.held.store(bytes, Ordering::Relaxed);
@@ -1399,14 +1411,13 @@ mod tests {
         assert_eq!(queued.bytes(), 7, "only the other call's message waits");
     }
 
-    /// Requests of calls sent to threads hold part of the connection's
-    /// share until those threads answer: a streamed message refused
-    /// meanwhile is offered again once the other streamed messages are
-    /// taken and it fits beside the held requests, not only once the
-    /// share is down to half its limit (which the held requests alone
-    /// may keep it above for as long as their threads take).
+    /// Requests of calls sent to threads and streamed messages each have
+    /// the limit: requests held until their threads answer never hold a
+    /// streamed message back (a deferred call waiting on a client stream
+    /// of its connection would never be answered), nor do streamed
+    /// messages refuse a request; each is refused only past its own limit.
     #[test]
-    fn a_streamed_message_that_fits_beside_held_requests_is_offered_again() {
+    fn held_requests_and_streamed_messages_each_have_the_limit() {
         let (inbox, _) = counting_inbox();
         let queued = Queued::new(100);
         let target = |stream| Target {
@@ -1418,31 +1429,42 @@ mod tests {
             queued: queued.clone(),
             lent: Lent::new(1 << 20),
         };
-        // A deferred call holds a request of 60 bytes.
+        // A deferred call holds a request of 90 bytes.
         let deferred = Shared::new(target(1), None);
-        deferred.hold_request(60);
+        deferred.hold_request(90);
         assert!(!deferred.is_refused());
         let responder = Responder::new(Some(deferred.clone()));
         drop(deferred);
-        // A streaming call: 20 bytes queued, 30 more do not fit.
+        // A streaming call still queues up to the limit beside it.
         let streamed = Shared::new(target(3), None);
-        assert_eq!(streamed.offer(&[1; 20]), Offered::Queued);
-        assert_eq!(streamed.offer(&[2; 30]), Offered::ConnectionFull);
-        // Its thread takes the 20: 60 held and 30 fit in 100.
-        assert_eq!(streamed.take_incoming().unwrap().unwrap().len(), 20);
-        assert_eq!(queued.bytes(), 60);
+        assert_eq!(streamed.offer(&[1; 60]), Offered::Queued);
+        assert_eq!(streamed.offer(&[2; 40]), Offered::Queued);
+        assert_eq!(streamed.offer(&[3; 10]), Offered::ConnectionFull);
+        assert_eq!(queued.bytes(), 190);
+        // A second request does not fit beside the first: refused, and
+        // owed no room.
+        let second = Shared::new(target(5), None);
+        second.hold_request(20);
+        assert!(second.is_refused());
+        assert_eq!(second.cancelled(), Some(CancelReason::Ended));
+        // The stream's thread takes the first message: down to half the
+        // limit, the refused message is offered again.
+        assert_eq!(streamed.take_incoming().unwrap().unwrap().len(), 60);
         assert!(
             drain(&inbox)
                 .iter()
                 .any(|part| matches!(part.part, Part::Room)),
             "the call waiting for room is told there is some"
         );
-        assert_eq!(streamed.offer(&[2; 30]), Offered::Queued);
-        // Answered, the deferred call's request leaves the share.
+        assert_eq!(streamed.offer(&[3; 10]), Offered::Queued);
+        // Answered, the deferred call's request leaves: another fits.
         responder.respond(Ok(1u32));
-        assert_eq!(queued.bytes(), 30);
-        assert_eq!(streamed.take_incoming().unwrap().unwrap().len(), 30);
-        assert_eq!(queued.bytes(), 0);
+        assert_eq!(queued.bytes(), 50);
+        let third = Shared::new(target(7), None);
+        third.hold_request(20);
+        assert!(!third.is_refused());
+        drop(third);
+        assert_eq!(queued.bytes(), 50);
     }
 
     /// Credit set as large as it goes (`usize::MAX` for no limit) is not

@@ -156,7 +156,9 @@ pub(crate) struct Worker {
     /// Brings the sweep once per tick.
     ticker: Ticker,
     shutting_down_since: Option<Instant>,
-    /// When the shutdown's grace period ends, until the sweep at that time.
+    /// When the shutdown next needs a sweep at once: the end of its grace
+    /// period (until that sweep), or, once it is cut short, any time
+    /// passed (every turn).
     grace_ends: Option<Instant>,
     /// The shutdown's grace period was cut short.
     stopping_now: bool,
@@ -288,9 +290,14 @@ impl Worker {
                 // Cut short: each turn sweeps, so connections are closed
                 // and dropped without lingering.
                 self.stopping_now = true;
+                self.grace_ends = Some(now);
             }
-            let shutdown_sweep = self.shutting_down_since.is_some() && self.shutdown_sweep_due(now);
-            if self.ticker.take_due(now) || shutdown_sweep {
+            let grace_over = self.grace_ends.is_some_and(|end| now >= end);
+            if grace_over && !self.stopping_now {
+                self.grace_ends = None;
+            }
+            // Both asked: the ticker's expiry is counted off either way.
+            if self.ticker.take_due(now) | grace_over {
                 self.sweep(now);
             }
             if self.shutting_down_since.is_some() && self.conns.iter().all(Option::is_none) {
@@ -313,49 +320,12 @@ impl Worker {
     fn wait_limit(&self, turn_start: Instant) -> Option<Duration> {
         let mut until = self.ticker.wait_limit(turn_start);
         if let Some(Reverse((at, _, _))) = self.timers.peek() {
-            let left = at.saturating_duration_since(Instant::now());
-            until = Some(until.map_or(left, |until| until.min(left)));
+            until = earlier(until, at.saturating_duration_since(Instant::now()));
         }
-        if self.shutting_down_since.is_some() {
-            until = self.shutdown_wait_limit(turn_start, until);
+        if let Some(end) = self.grace_ends {
+            until = earlier(until, end.saturating_duration_since(turn_start));
         }
         until.map(|until| until + Duration::from_micros(500))
-    }
-
-    /// [`Worker::wait_limit`] while shutting down: no wait once the
-    /// shutdown is cut short, none past the end of its grace period.
-    #[cold]
-    fn shutdown_wait_limit(
-        &self,
-        turn_start: Instant,
-        until: Option<Duration>,
-    ) -> Option<Duration> {
-        if self.stopping_now {
-            return Some(Duration::ZERO);
-        }
-        let grace = self
-            .grace_ends
-            .map(|end| end.saturating_duration_since(turn_start));
-        match (until, grace) {
-            (Some(until), Some(grace)) => Some(until.min(grace)),
-            (until, grace) => until.or(grace),
-        }
-    }
-
-    /// Whether the shutdown calls for a sweep now: in every turn once it is
-    /// cut short, and once its grace period is over.
-    #[cold]
-    fn shutdown_sweep_due(&mut self, now: Instant) -> bool {
-        if self.stopping_now {
-            return true;
-        }
-        match self.grace_ends {
-            Some(end) if now >= end => {
-                self.grace_ends = None;
-                true
-            }
-            _ => false,
-        }
     }
 
     fn take_new_connections(&mut self, now: Instant) {
@@ -944,6 +914,12 @@ fn keepalive(conn: &mut Conn, config: &RuntimeConfig, now: Instant) -> Keepalive
         None if now.duration_since(conn.last_read) >= interval => Keepalive::Ping,
         _ => Keepalive::Nothing,
     }
+}
+
+/// The shorter of a wait limit `until` (`None`: no limit) and `left`.
+#[inline(always)]
+fn earlier(until: Option<Duration>, left: Duration) -> Option<Duration> {
+    Some(until.map_or(left, |until| until.min(left)))
 }
 
 /// How often a worker sweeps its connections: a quarter of the shortest

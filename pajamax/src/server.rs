@@ -231,15 +231,16 @@ impl Builder {
     /// Incomplete request bytes one connection may buffer over all its
     /// calls; a call past it gets RESOURCE_EXHAUSTED. Default: 64 MiB.
     ///
-    /// The same limit, counted apart, bounds twice more a connection's
-    /// request bytes waiting for handlers on other threads (each time
-    /// always at least one message): streamed request messages queued and
-    /// not yet taken hold the stream back until there is room; the
-    /// requests of calls sent to another thread
-    /// ([`Context::defer`](crate::Context::defer), a server stream's
-    /// `channel`, dispatch mode) count until that thread answers or starts
-    /// to, and a call past the limit is answered RESOURCE_EXHAUSTED at
-    /// once. Neither holds the other back.
+    /// The same limit bounds, each counted on its own, two kinds of a
+    /// connection's request bytes waiting for handlers on other threads
+    /// (each always at least one message), so neither holds the other
+    /// back:
+    /// - streamed request messages queued and not yet taken: past the
+    ///   limit the stream is held back until there is room;
+    /// - the requests of calls sent to another thread
+    ///   ([`Context::defer`](crate::Context::defer), a server stream's
+    ///   `channel`, dispatch mode), until that thread answers or starts
+    ///   to: a call past the limit is answered RESOURCE_EXHAUSTED at once.
     pub fn max_buffered_request_bytes(mut self, bytes: usize) -> Builder {
         self.config.grpc.max_buffered_request_bytes = bytes;
         self

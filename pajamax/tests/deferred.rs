@@ -226,7 +226,7 @@ struct PaddedAsk {
 /// has taken the ones before, not once the deferred call is answered (a
 /// deferred call waiting on such a stream would never be).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streamed_messages_that_fit_beside_a_deferred_request_do_not_wait_for_its_answer() {
+async fn streamed_messages_do_not_wait_for_a_deferred_requests_answer() {
     use common::streams::{Item, Seen, Streams};
     use std::sync::Arc;
     use tonic::codegen::http::uri::PathAndQuery;

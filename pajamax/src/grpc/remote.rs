@@ -278,40 +278,27 @@ impl Lent {
 pub(crate) struct Queued {
     limit: usize,
     state: Mutex<QueuedState>,
-    /// `state.bytes` as last stored, read by the worker's peaks without
-    /// taking the lock.
+    /// Streamed and held bytes together, as last counted, read by the
+    /// worker's peaks without taking the lock.
     bytes_now: AtomicUsize,
 }
 
 #[derive(Debug, Default)]
 struct QueuedState {
-    bytes: usize,
-    /// Of `bytes`, the requests of calls sent to threads
-    /// ([`Shared::hold_request`]): they leave when the threads answer, not
-    /// as the threads take streamed messages.
+    /// Request messages of streams queued and not yet taken.
+    streamed: usize,
+    /// The requests of calls sent to threads ([`Shared::hold_request`]):
+    /// they leave when the threads answer, not as the threads take
+    /// streamed messages.
     held: usize,
-    /// A call was refused for lack of room: a [`Part::Room`] is owed once
-    /// there is some.
+    /// A streamed message was refused for lack of room: a [`Part::Room`]
+    /// is owed once there is some.
     starved: bool,
 }
 
 impl QueuedState {
-    /// Streamed request messages queued now: `bytes` less the held
-    /// requests.
-    fn streamed(&self) -> usize {
-        self.bytes - self.held
-    }
-
-    /// Whether a call refused for lack of room may be offered more now: the
-    /// streamed messages are down to half the limit. Held requests do not
-    /// count: they have a limit of their own, and leave only as their
-    /// threads answer.
-    fn room(&mut self, limit: usize) -> bool {
-        let room = self.starved && self.streamed() <= limit / 2;
-        if room {
-            self.starved = false;
-        }
-        room
+    fn total(&self) -> usize {
+        self.streamed + self.held
     }
 }
 
@@ -349,14 +336,27 @@ impl Queued {
     /// limit goes alone).
     fn add(&self, bytes: usize) -> bool {
         let mut state = lock(&self.state);
-        let streamed = state.streamed();
-        if streamed > 0 && streamed + bytes > self.limit {
+        if state.streamed > 0 && state.streamed + bytes > self.limit {
             state.starved = true;
             return false;
         }
-        state.bytes += bytes;
-        self.bytes_now.store(state.bytes, Ordering::Relaxed);
+        state.streamed += bytes;
+        self.bytes_now.store(state.total(), Ordering::Relaxed);
         true
+    }
+
+    /// Counts `bytes` of streamed messages out; `true` when a refused call
+    /// may be offered more now: the streamed messages are down to half
+    /// the limit.
+    fn remove(&self, bytes: usize) -> bool {
+        let mut state = lock(&self.state);
+        state.streamed -= bytes;
+        self.bytes_now.store(state.total(), Ordering::Relaxed);
+        let room = state.starved && state.streamed <= self.limit / 2;
+        if room {
+            state.starved = false;
+        }
+        room
     }
 
     /// Counts in the `bytes` of a request a call goes to a thread with, if
@@ -364,36 +364,23 @@ impl Queued {
     /// held): a limit of their own, so that requests whose threads have not
     /// answered never hold streamed messages back (a deferred call that
     /// waits on a client stream of its connection would never be
-    /// answered). A request without room is refused, and owes no
-    /// [`Part::Room`] (no call waits for it).
+    /// answered), nor streamed messages them. A request without room is
+    /// refused; no call waits for room for it.
     fn hold(&self, bytes: usize) -> bool {
         let mut state = lock(&self.state);
         if state.held > 0 && state.held + bytes > self.limit {
             return false;
         }
-        state.bytes += bytes;
         state.held += bytes;
-        self.bytes_now.store(state.bytes, Ordering::Relaxed);
+        self.bytes_now.store(state.total(), Ordering::Relaxed);
         true
     }
 
-    /// Counts `bytes` of streamed messages out; `true` when a refused call
-    /// may be offered more now ([`QueuedState::room`]).
-    fn remove(&self, bytes: usize) -> bool {
+    /// Counts out the `bytes` of a request [`Queued::hold`] counted in.
+    fn release(&self, bytes: usize) {
         let mut state = lock(&self.state);
-        state.bytes -= bytes;
-        self.bytes_now.store(state.bytes, Ordering::Relaxed);
-        state.room(self.limit)
-    }
-
-    /// Counts out the `bytes` of a request [`Queued::hold`] counted in;
-    /// `true` as for [`Queued::remove`].
-    fn release(&self, bytes: usize) -> bool {
-        let mut state = lock(&self.state);
-        state.bytes -= bytes;
         state.held -= bytes;
-        self.bytes_now.store(state.bytes, Ordering::Relaxed);
-        state.room(self.limit)
+        self.bytes_now.store(state.total(), Ordering::Relaxed);
     }
 }
 
@@ -410,8 +397,9 @@ pub(crate) struct Shared {
     /// held for threads ([`Queued`]) until the thread answers or starts to
     /// ([`Shared::hold_request`]).
     held: AtomicUsize,
-    /// The share had no room for that request: the call is answered
-    /// `RESOURCE_EXHAUSTED` at once, and its thread sees it cancelled.
+    /// The requests held for threads had no room for that request: the
+    /// call is answered `RESOURCE_EXHAUSTED` at once, and its thread sees
+    /// it cancelled.
     refused: AtomicBool,
 }
 
@@ -475,27 +463,18 @@ impl Shared {
         }
     }
 
-    /// Whether the call was refused for lack of room in the connection's
-    /// share ([`Shared::hold_request`]).
+    /// Whether the call was refused for lack of room for its request
+    /// ([`Shared::hold_request`]).
     pub(crate) fn is_refused(&self) -> bool {
         self.refused.load(Ordering::Relaxed)
     }
 
     /// The thread answers, or starts to: the request it was sent with
-    /// leaves the connection's share.
+    /// leaves the connection's requests held for threads.
     fn release_request(&self) {
         if self.held.load(Ordering::Relaxed) > 0 {
             let bytes = self.held.swap(0, Ordering::Relaxed);
-            self.release_held(bytes);
-        }
-    }
-
-    /// Counts the `bytes` of the request the call was sent with out of the
-    /// connection's share, and says so to the worker when calls wait for
-    /// room there.
-    fn release_held(&self, bytes: usize) {
-        if bytes > 0 && self.target.queued.release(bytes) {
-            self.send(Part::Room);
+            self.target.queued.release(bytes);
         }
     }
 
@@ -682,8 +661,7 @@ impl Drop for Shared {
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         let left = std::mem::take(&mut state.incoming_bytes);
         self.leave_share(left);
-        let held = std::mem::take(self.held.get_mut());
-        self.release_held(held);
+        self.release_request();
     }
 }
 
@@ -955,7 +933,11 @@ impl<M: prost::Message> Sink<M> {
         let Some(shared) = self.shared.clone() else {
             return Ok(());
         };
-        shared.release_request();
+        if !self.headers_sent {
+            // The first part of the answer: the request goes (whatever
+            // the wait below).
+            shared.release_request();
+        }
         let bytes = framed(message);
         shared.take_credit(bytes.len())?;
         if !self.headers_sent {
@@ -1125,16 +1107,27 @@ mod tests {
         (inbox, wakes)
     }
 
+    /// Stream `stream` of connection 7, whose parts go to `inbox`: credit
+    /// of 100 bytes, 10 bytes of requests queued for the call and 1 MiB
+    /// for the connection, a pool of 1 MiB for its sinks. Tests change
+    /// what they need with `..target(..)`.
+    fn target(inbox: &Arc<Inbox>, stream: u32) -> Target {
+        Target {
+            inbox: inbox.clone(),
+            connection: 7,
+            stream,
+            credit: 100,
+            incoming_limit: 10,
+            queued: Queued::new(1 << 20),
+            lent: Lent::new(1 << 20),
+        }
+    }
+
     fn shared(inbox: &Arc<Inbox>, stream: u32, credit: usize) -> Arc<Shared> {
         Shared::new(
             Target {
-                inbox: inbox.clone(),
-                connection: 7,
-                stream,
                 credit,
-                incoming_limit: 10,
-                queued: Queued::new(1 << 20),
-                lent: Lent::new(1 << 20),
+                ..target(inbox, stream)
             },
             None,
         )
@@ -1208,13 +1201,8 @@ mod tests {
         let (inbox, _) = counting_inbox();
         let lent = Lent::new(8);
         let target = |stream| Target {
-            inbox: inbox.clone(),
-            connection: 7,
-            stream,
-            credit: 100,
-            incoming_limit: 10,
-            queued: Queued::new(1 << 20),
             lent: lent.clone(),
+            ..target(&inbox, stream)
         };
         let first = Shared::new(target(1), None);
         let second = Shared::new(target(3), None);
@@ -1283,13 +1271,9 @@ mod tests {
             .map(|i| {
                 Shared::new(
                     Target {
-                        inbox: inbox.clone(),
-                        connection: 7,
-                        stream: 2 * i + 1,
                         credit: 24,
-                        incoming_limit: 10,
-                        queued: Queued::new(1 << 20),
                         lent: lent.clone(),
+                        ..target(&inbox, 2 * i + 1)
                     },
                     None,
                 )
@@ -1381,13 +1365,9 @@ mod tests {
         let (inbox, _) = counting_inbox();
         let queued = Queued::new(16);
         let target = |stream| Target {
-            inbox: inbox.clone(),
-            connection: 7,
-            stream,
-            credit: 100,
             incoming_limit: 100,
             queued: queued.clone(),
-            lent: Lent::new(1 << 20),
+            ..target(&inbox, stream)
         };
         let deaf = Shared::new(target(1), None);
         let other = Shared::new(target(3), None);
@@ -1421,13 +1401,9 @@ mod tests {
         let (inbox, _) = counting_inbox();
         let queued = Queued::new(100);
         let target = |stream| Target {
-            inbox: inbox.clone(),
-            connection: 7,
-            stream,
-            credit: 100,
             incoming_limit: 1000,
             queued: queued.clone(),
-            lent: Lent::new(1 << 20),
+            ..target(&inbox, stream)
         };
         // A deferred call holds a request of 90 bytes.
         let deferred = Shared::new(target(1), None);
@@ -1476,13 +1452,10 @@ mod tests {
         assert!(lent.credit() > 0, "the connection's");
         let shared = Shared::new(
             Target {
-                inbox: inbox.clone(),
-                connection: 7,
-                stream: 1,
                 credit: usize::MAX,
-                incoming_limit: 10,
                 queued: Queued::new(usize::MAX),
                 lent,
+                ..target(&inbox, 1)
             },
             None,
         );

@@ -292,12 +292,8 @@ impl Worker {
                 self.stopping_now = true;
                 self.grace_ends = Some(now);
             }
-            let grace_over = self.grace_ends.is_some_and(|end| now >= end);
-            if grace_over && !self.stopping_now {
-                self.grace_ends = None;
-            }
-            // Both asked: the ticker's expiry is counted off either way.
-            if self.ticker.take_due(now) | grace_over {
+            let grace_over = self.shutting_down_since.is_some() && self.grace_over(now);
+            if self.ticker.take_due(now) || grace_over {
                 self.sweep(now);
             }
             if self.shutting_down_since.is_some() && self.conns.iter().all(Option::is_none) {
@@ -322,10 +318,31 @@ impl Worker {
         if let Some(Reverse((at, _, _))) = self.timers.peek() {
             until = earlier(until, at.saturating_duration_since(Instant::now()));
         }
-        if let Some(end) = self.grace_ends {
-            until = earlier(until, end.saturating_duration_since(turn_start));
+        if self.shutting_down_since.is_some() {
+            until = self.grace_limit(until, turn_start);
         }
         until.map(|until| until + Duration::from_micros(500))
+    }
+
+    /// [`Worker::wait_limit`] while shutting down: no later than
+    /// `grace_ends`.
+    #[cold]
+    fn grace_limit(&self, until: Option<Duration>, turn_start: Instant) -> Option<Duration> {
+        match self.grace_ends {
+            Some(end) => earlier(until, end.saturating_duration_since(turn_start)),
+            None => until,
+        }
+    }
+
+    /// Whether the shutdown's sweep is due at `now` (see `grace_ends`),
+    /// which is then forgotten unless the shutdown was cut short.
+    #[cold]
+    fn grace_over(&mut self, now: Instant) -> bool {
+        let over = self.grace_ends.is_some_and(|end| now >= end);
+        if over && !self.stopping_now {
+            self.grace_ends = None;
+        }
+        over
     }
 
     fn take_new_connections(&mut self, now: Instant) {

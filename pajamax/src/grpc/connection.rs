@@ -21,6 +21,7 @@
 
 use crate::grpc::bodies::BodiesAhead;
 use crate::grpc::call::{self, Call, RememberedHeads, RemoteCall, SharedHead, State, Waiting};
+use crate::grpc::clock::Clock;
 use crate::grpc::compression::{self, Encoding};
 use crate::grpc::context::{AnswerTo, Context, PeerIdentity, ResponseMetadata};
 use crate::grpc::executor;
@@ -289,6 +290,9 @@ pub struct GrpcConnection {
     /// The server has interceptors, observers.
     intercepting: bool,
     observing: bool,
+    /// The time of the step under way (a read, a pull of the producers, a
+    /// timeout), for deadlines, producers and observers.
+    clock: Clock,
     timers: Timers,
     /// Producers on the worker that may send now.
     ready: VecDeque<u32>,
@@ -372,6 +376,7 @@ impl GrpcConnection {
             answered: 0,
             intercepting,
             observing,
+            clock: Clock::default(),
             timers: Timers::default(),
             ready: VecDeque::new(),
             scratch: Vec::new(),
@@ -496,6 +501,18 @@ impl GrpcConnection {
     /// request they complete, and returns how many bytes it used. `now` is
     /// the time the bytes were read, for deadlines.
     pub fn recv(&mut self, input: &[u8], now: Instant) -> usize {
+        self.recv_at(input, Some(now))
+    }
+
+    /// As [`GrpcConnection::recv`]; with no time given (`None`), the system
+    /// clock is read when a request first needs the time (a deadline, a
+    /// producer), or at once on a connection with observers, which time
+    /// each call from the read that brought it.
+    pub(crate) fn recv_at(&mut self, input: &[u8], now: Option<Instant>) -> usize {
+        self.clock = Clock::new(now);
+        if self.observing {
+            self.clock.now();
+        }
         let mut events = std::mem::take(&mut self.events);
         events.clear();
         let used = self.h2.recv(input, &mut events);
@@ -516,8 +533,7 @@ impl GrpcConnection {
                     block_id,
                 } => {
                     let fields = fields.clone();
-                    let opened =
-                        self.on_request(stream, fields, end_stream, too_large, block_id, now);
+                    let opened = self.on_request(stream, fields, end_stream, too_large, block_id);
                     if let Opened::Done = opened {
                         continue;
                     }
@@ -529,13 +545,13 @@ impl GrpcConnection {
                             if self.is_whole_request(&call, &input[data.clone()]) =>
                         {
                             bodies.take();
-                            self.run_single(stream, call, &input[data][PREFIX_LEN..], now);
+                            self.run_single(stream, call, &input[data][PREFIX_LEN..]);
                         }
                         (Opened::Light(waiting), Some(data))
                             if self.is_whole_message(&input[data.clone()]) =>
                         {
                             bodies.take();
-                            self.run_light(stream, waiting, &input[data][PREFIX_LEN..], now);
+                            self.run_light(stream, waiting, &input[data][PREFIX_LEN..]);
                         }
                         (Opened::Full(call), _) => self.wait_for_body(stream, call),
                         (Opened::Light(waiting), _) => {
@@ -558,7 +574,7 @@ impl GrpcConnection {
                     end_stream,
                 } => {
                     if !bodies.taken(at) {
-                        self.on_data(stream, &input[data.clone()], end_stream, now);
+                        self.on_data(stream, &input[data.clone()], end_stream);
                     }
                 }
                 Event::Reset { stream, tag } => self.on_reset(stream, tag),
@@ -575,7 +591,7 @@ impl GrpcConnection {
         if !self.new_deadlines.is_empty() {
             self.arm_deadlines();
         }
-        self.settle(now);
+        self.settle_step();
         used
     }
 
@@ -589,7 +605,6 @@ impl GrpcConnection {
         end_stream: bool,
         too_large: bool,
         block_id: u64,
-        now: Instant,
     ) -> Opened {
         if too_large {
             let status = Status::resource_exhausted("request header list too large");
@@ -605,7 +620,7 @@ impl GrpcConnection {
                 )
             {
                 // Until its body comes, the call is its head and deadline.
-                let deadline = head.timeout.and_then(|d| now.checked_add(d));
+                let deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
                 return Opened::Light(Waiting::new(
                     repeated.expect("matched"),
                     deadline,
@@ -613,7 +628,7 @@ impl GrpcConnection {
                 ));
             }
         }
-        self.open_call(stream, fields, end_stream, block_id, repeated, now)
+        self.open_call(stream, fields, end_stream, block_id, repeated)
     }
 
     /// A new request that needs a call of its own at once: a head not seen
@@ -628,7 +643,6 @@ impl GrpcConnection {
         end_stream: bool,
         block_id: u64,
         repeated: Option<std::rc::Rc<SharedHead>>,
-        now: Instant,
     ) -> Opened {
         let mut call = self.spare.pop().unwrap_or_default();
         call.recv_done = end_stream;
@@ -637,11 +651,11 @@ impl GrpcConnection {
             // timeout and metadata.
             Some(head) => {
                 let route = head.route;
-                let deadline = head.timeout.and_then(|d| now.checked_add(d));
+                let deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
                 call.resume(Waiting::new(head, deadline, self.epoch), self.epoch);
                 Some(route)
             }
-            None => match self.read_head(&mut call, fields, block_id, now) {
+            None => match self.read_head(&mut call, fields, block_id) {
                 Ok(route) => {
                     if !self.count_metadata(&mut call) {
                         self.recycle(call);
@@ -663,12 +677,12 @@ impl GrpcConnection {
                 route.kind,
                 MethodKind::ClientStreaming | MethodKind::BidiStreaming
             ) {
-                self.start_inbound(stream, call, route, now);
+                self.start_inbound(stream, call, route);
                 return Opened::Done;
             }
         }
         if end_stream {
-            self.finish_collecting(stream, call, now);
+            self.finish_collecting(stream, call);
             return Opened::Done;
         }
         Opened::Full(call)
@@ -734,11 +748,10 @@ impl GrpcConnection {
         call: &mut Call,
         fields: std::ops::Range<usize>,
         block_id: u64,
-        now: Instant,
     ) -> Result<Option<Route>, Status> {
         let (list, fields) = self.h2.request_fields(fields, block_id);
         let head = head::parse(list.classified(fields), &mut call.metadata);
-        call.deadline = head.timeout.and_then(|d| now.checked_add(d));
+        call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
         call.accept_gzip = head.accept_gzip;
         if !head.is_grpc {
             return Ok(None);
@@ -774,7 +787,7 @@ impl GrpcConnection {
                         service,
                         method,
                         code: status.code(),
-                        duration: now.elapsed(),
+                        duration: self.clock.now().elapsed(),
                         request_bytes: 0,
                         response_bytes: 0,
                     },
@@ -798,12 +811,12 @@ impl GrpcConnection {
     }
 
     #[inline(never)]
-    fn on_data(&mut self, stream: u32, data: &[u8], end_stream: bool, now: Instant) {
+    fn on_data(&mut self, stream: u32, data: &[u8], end_stream: bool) {
         if !self.waiting.is_empty() {
             let tag = self.h2.take_tag(stream);
             if let Some(waiting) = self.waiting.take(tag, stream) {
                 if end_stream && self.is_whole_message(data) {
-                    return self.run_light(stream, waiting, &data[PREFIX_LEN..], now);
+                    return self.run_light(stream, waiting, &data[PREFIX_LEN..]);
                 }
                 let call = self.resume(waiting);
                 self.calls.insert(stream, call);
@@ -822,7 +835,7 @@ impl GrpcConnection {
             // The whole message is in this frame: no copy, and one look-up
             // of the call.
             let call = self.calls.remove(stream).expect("found above");
-            return self.run_single(stream, call, &data[PREFIX_LEN..], now);
+            return self.run_single(stream, call, &data[PREFIX_LEN..]);
         }
         if end_stream {
             call.recv_done = true;
@@ -843,13 +856,13 @@ impl GrpcConnection {
                 return;
             }
             let call = self.take_call(stream).expect("found above");
-            return self.finish_collecting(stream, call, now);
+            return self.finish_collecting(stream, call);
         }
         if self.buffered + data.len() > self.max_buffered {
             let call = self.take_call(stream).expect("found above");
             let status =
                 Status::resource_exhausted("the connection buffers too many incomplete requests");
-            return self.refuse(stream, call, &status, now);
+            return self.refuse(stream, call, &status);
         }
         call.inbound.extend(data);
         self.buffered += data.len();
@@ -864,11 +877,11 @@ impl GrpcConnection {
         };
         if let Some(status) = problem {
             let call = self.take_call(stream).expect("found above");
-            return self.refuse(stream, call, &status, now);
+            return self.refuse(stream, call, &status);
         }
         if end_stream {
             let call = self.take_call(stream).expect("found above");
-            self.finish_collecting(stream, call, now);
+            self.finish_collecting(stream, call);
         } else {
             // Bounded by the message size limit: let the client go on.
             self.h2.release_capacity(stream, data.len());
@@ -918,7 +931,7 @@ impl GrpcConnection {
 
     /// The client is done sending a unary or server-streaming request (or
     /// a request that is not gRPC): answer with what it sent.
-    fn finish_collecting(&mut self, stream: u32, call: Box<Call>, now: Instant) {
+    fn finish_collecting(&mut self, stream: u32, call: Box<Call>) {
         if call.route.is_none() {
             self.recycle(call);
             self.answered += 1;
@@ -927,20 +940,20 @@ impl GrpcConnection {
         let bytes = call.inbound.bytes();
         if bytes.is_empty() {
             let status = Status::internal("call without a request message");
-            return self.refuse(stream, call, &status, now);
+            return self.refuse(stream, call, &status);
         }
         if framing::message_len(bytes) != Some(bytes.len()) {
             let status = Status::internal("request message truncated");
-            return self.refuse(stream, call, &status, now);
+            return self.refuse(stream, call, &status);
         }
         if framing::is_compressed(bytes) {
-            return self.run_compressed(stream, call, now);
+            return self.run_compressed(stream, call);
         }
         // The message is borrowed from the call's buffer while the call is
         // run; move the buffer out for that.
         let mut call = call;
         let inbound = std::mem::take(&mut call.inbound);
-        self.run_single(stream, call, &inbound.bytes()[PREFIX_LEN..], now);
+        self.run_single(stream, call, &inbound.bytes()[PREFIX_LEN..]);
         // The call took another buffer if it lives on; keep this one.
         let mut inbound = inbound;
         inbound.clear();
@@ -956,7 +969,7 @@ impl GrpcConnection {
     /// Runs a call whose one request message, held in its buffer, is
     /// compressed.
     #[cold]
-    fn run_compressed(&mut self, stream: u32, mut call: Box<Call>, now: Instant) {
+    fn run_compressed(&mut self, stream: u32, mut call: Box<Call>) {
         let mut inflated = std::mem::take(&mut self.inflated);
         let result =
             compression::inflate_framed(call.inbound.bytes(), self.max_message, &mut inflated);
@@ -964,9 +977,9 @@ impl GrpcConnection {
         match result {
             Ok(()) => {
                 call.compressed_request = true;
-                self.run_single(stream, call, &inflated[PREFIX_LEN..], now);
+                self.run_single(stream, call, &inflated[PREFIX_LEN..]);
             }
-            Err(status) => self.refuse(stream, call, &status, now),
+            Err(status) => self.refuse(stream, call, &status),
         }
         self.inflated = inflated;
     }
@@ -981,32 +994,49 @@ impl GrpcConnection {
     /// Whether `deadline` has passed before the call to `route` on
     /// `stream` could start; if so the call is answered with
     /// DEADLINE_EXCEEDED, and observed with its `request` bytes.
+    #[inline(always)]
     fn started_too_late(
         &mut self,
         stream: u32,
         route: Route,
         deadline: Option<Instant>,
-        now: Instant,
         request: u64,
     ) -> bool {
-        if deadline.is_some_and(|deadline| deadline <= now) {
-            let status = Status::deadline_exceeded("deadline passed before the call started");
-            if self.observing {
-                self.observe(route, status.code(), now, request, 0);
-            }
-            self.answer_status(stream, &status);
-            return true;
+        match deadline {
+            Some(deadline) => self.passed_before_start(stream, route, deadline, request),
+            None => false,
         }
-        false
+    }
+
+    /// [`GrpcConnection::started_too_late`] for a call with a deadline:
+    /// apart, so that a call without one reads no clock.
+    #[inline(never)]
+    fn passed_before_start(
+        &mut self,
+        stream: u32,
+        route: Route,
+        deadline: Instant,
+        request: u64,
+    ) -> bool {
+        let now = self.clock.now();
+        if deadline > now {
+            return false;
+        }
+        let status = Status::deadline_exceeded("deadline passed before the call started");
+        if self.observing {
+            self.observe(route, status.code(), now, request, 0);
+        }
+        self.answer_status(stream, &status);
+        true
     }
 
     /// Answers a routed call with `status` before its handler ran (its
     /// request broke a limit or the protocol), and shows it to the
     /// observers.
     #[cold]
-    fn refuse(&mut self, stream: u32, call: Box<Call>, status: &Status, now: Instant) {
+    fn refuse(&mut self, stream: u32, call: Box<Call>, status: &Status) {
         if let (true, Some(route)) = (self.observing, call.route) {
-            let started = call.started.unwrap_or(now);
+            let started = call.started.unwrap_or(self.clock.now());
             self.observe(route, status.code(), started, call.request_bytes, 0);
         }
         self.recycle(call);
@@ -1014,43 +1044,34 @@ impl GrpcConnection {
     }
 
     /// Runs the handler of a call whose one request message is `message`.
-    fn run_single(&mut self, stream: u32, call: Box<Call>, message: &[u8], now: Instant) {
+    fn run_single(&mut self, stream: u32, call: Box<Call>, message: &[u8]) {
         let route = call.route.expect("only gRPC calls run");
         let request = (message.len() + PREFIX_LEN) as u64;
-        if self.started_too_late(stream, route, call.deadline, now, request) {
+        if self.started_too_late(stream, route, call.deadline, request) {
             return self.recycle(call);
         }
         match route.kind {
-            MethodKind::ServerStreaming => {
-                self.start_server_stream(stream, call, route, message, now)
-            }
-            _ => self.run_unary(stream, Running::Boxed(call), route, message, now),
+            MethodKind::ServerStreaming => self.start_server_stream(stream, call, route, message),
+            _ => self.run_unary(stream, Running::Boxed(call), route, message),
         }
     }
 
     /// As [`GrpcConnection::run_single`] for a call still in its light
     /// record: a unary call runs without a box.
-    fn run_light(&mut self, stream: u32, waiting: Waiting, message: &[u8], now: Instant) {
+    fn run_light(&mut self, stream: u32, waiting: Waiting, message: &[u8]) {
         let route = waiting.head.route;
         if route.kind != MethodKind::Unary {
             let call = self.resume(waiting);
-            return self.run_single(stream, call, message, now);
+            return self.run_single(stream, call, message);
         }
         let request = (message.len() + PREFIX_LEN) as u64;
-        if self.started_too_late(stream, route, waiting.deadline(self.epoch), now, request) {
+        if self.started_too_late(stream, route, waiting.deadline(self.epoch), request) {
             return;
         }
-        self.run_unary(stream, Running::Light(waiting), route, message, now)
+        self.run_unary(stream, Running::Light(waiting), route, message)
     }
 
-    fn run_unary(
-        &mut self,
-        stream: u32,
-        running: Running,
-        route: Route,
-        message: &[u8],
-        now: Instant,
-    ) {
+    fn run_unary(&mut self, stream: u32, running: Running, route: Route, message: &[u8]) {
         self.response_metadata.clear();
         let service = self.router.service(route.service);
         let (metadata, deadline, compressed, accept_gzip) = match &running {
@@ -1149,7 +1170,7 @@ impl GrpcConnection {
                 call.compress = compress;
                 call.state = State::Remote(Box::new(RemoteCall::new(shared, false)));
                 if self.observing {
-                    call.started = Some(now);
+                    call.started = Some(self.clock.now());
                     call.request_bytes = (message.len() + PREFIX_LEN) as u64;
                 }
                 // The answer brings its own metadata when it comes back.
@@ -1168,12 +1189,19 @@ impl GrpcConnection {
                 Err(status) => (status.code(), 0),
             };
             let request = (message.len() + PREFIX_LEN) as u64;
-            self.observe(route, code, now, request, sent);
+            self.observe_from_read(route, code, request, sent);
         }
         match outcome {
             Ok(()) => self.answer_message(stream, compress),
             Err(status) => self.answer_status(stream, &status),
         }
+    }
+
+    /// Shows the observers a call that ran from the read under way (the
+    /// step's time) to now.
+    #[inline(never)]
+    fn observe_from_read(&self, route: Route, code: Code, request: u64, response: u64) {
+        self.observe(route, code, self.clock.now(), request, response);
     }
 
     /// Shows a finished call to the observers.
@@ -1198,10 +1226,9 @@ impl GrpcConnection {
         mut call: Box<Call>,
         route: Route,
         message: &[u8],
-        now: Instant,
     ) {
         if self.observing {
-            call.started = Some(now);
+            call.started = Some(self.clock.now());
             call.request_bytes = (message.len() + PREFIX_LEN) as u64;
         }
         let service = self.router.service(route.service);
@@ -1259,12 +1286,12 @@ impl GrpcConnection {
 
     /// Starts a client-streaming or bidirectional call: its handler runs
     /// as the request headers arrive.
-    fn start_inbound(&mut self, stream: u32, mut call: Box<Call>, route: Route, now: Instant) {
-        if self.started_too_late(stream, route, call.deadline, now, 0) {
+    fn start_inbound(&mut self, stream: u32, mut call: Box<Call>, route: Route) {
+        if self.started_too_late(stream, route, call.deadline, 0) {
             return self.recycle(call);
         }
         if self.observing {
-            call.started = Some(now);
+            call.started = Some(self.clock.now());
         }
         let service = self.router.service(route.service);
         let mut ctx = self.env.call_context(stream, &mut call, true, false);
@@ -1579,6 +1606,18 @@ impl GrpcConnection {
     /// for the client's windows; call again after writing while
     /// [`GrpcConnection::wants_to_produce`].
     pub fn produce(&mut self, now: Instant) {
+        self.produce_at(Some(now));
+    }
+
+    /// As [`GrpcConnection::produce`]; with no time given (`None`), the
+    /// system clock is read if a producer needs the time.
+    pub(crate) fn produce_at(&mut self, now: Option<Instant>) {
+        self.clock = Clock::new(now);
+        self.run_producers();
+    }
+
+    /// [`GrpcConnection::produce`] at the time of `self.clock`.
+    fn run_producers(&mut self) {
         if self.credit_due() {
             self.return_credit();
         }
@@ -1628,10 +1667,11 @@ impl GrpcConnection {
             }
             let mut end = None;
             let timers = &mut self.timers;
+            let clock = &self.clock;
             let mut pull = |out: &mut Vec<u8>| {
                 let start = out.len();
                 while out.len() - start < budget {
-                    match executor::pull(producer.as_mut(), now, out) {
+                    match executor::pull(producer.as_mut(), clock.now(), out) {
                         RawNext::Message => {}
                         RawNext::Wait(at) => {
                             *wake_at = Some(at);
@@ -1871,10 +1911,22 @@ impl GrpcConnection {
     /// Does what deliveries and events left to do: returns credit to the
     /// threads whose answer bytes left for the client, and pulls the
     /// producers that may send.
-    #[inline]
     pub fn settle(&mut self, now: Instant) {
+        self.settle_at(Some(now));
+    }
+
+    /// As [`GrpcConnection::settle`]; with no time given (`None`), the
+    /// system clock is read if a producer needs the time.
+    pub(crate) fn settle_at(&mut self, now: Option<Instant>) {
+        self.clock = Clock::new(now);
+        self.settle_step();
+    }
+
+    /// [`GrpcConnection::settle`] at the time of `self.clock`.
+    #[inline]
+    fn settle_step(&mut self) {
         if !self.touched.is_empty() || !self.ready.is_empty() || self.lent_due > 0 {
-            self.produce(now);
+            self.run_producers();
         }
         if !self.overlarge.is_empty() {
             self.end_overlarge();
@@ -1948,6 +2000,7 @@ impl GrpcConnection {
     /// Ends the calls whose deadline has passed by `now`
     /// (`DEADLINE_EXCEEDED`), and wakes the producers whose time has come.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock = Clock::at(now);
         let mut due = std::mem::take(&mut self.due);
         self.timers.expire(now, &mut due);
         for stream in due.drain(..) {
@@ -1988,7 +2041,7 @@ impl GrpcConnection {
         }
         self.due = due;
         self.prune_timers();
-        self.settle(now);
+        self.settle_step();
     }
 
     /// Drops the timer entries of ended calls once they outnumber the live

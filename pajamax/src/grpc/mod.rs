@@ -3,6 +3,7 @@
 
 mod bodies;
 mod call;
+mod clock;
 pub mod compression;
 pub mod connection;
 pub mod context;

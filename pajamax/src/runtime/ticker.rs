@@ -9,7 +9,9 @@
 
 use mio::{Poll, Token};
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(not(target_os = "linux"))]
+use std::time::Instant;
 
 /// The tick of a worker's sweep.
 pub(crate) struct Ticker {
@@ -74,17 +76,15 @@ impl Ticker {
         })
     }
 
-    /// How long a wait that starts at `turn_start` may last for the sweep
-    /// to come on time: no limit where the timer's expiry wakes the worker.
+    /// How long a wait that starts now may last for the sweep to come on
+    /// time: no limit where the timer's expiry wakes the worker (and no
+    /// clock is read).
     #[inline(always)]
-    pub fn wait_limit(&self, turn_start: Instant) -> Option<Duration> {
+    pub fn wait_limit(&self) -> Option<Duration> {
         #[cfg(target_os = "linux")]
-        {
-            let _ = turn_start;
-            None
-        }
+        return None;
         #[cfg(not(target_os = "linux"))]
-        Some(self.next.saturating_duration_since(turn_start))
+        Some(self.next.saturating_duration_since(Instant::now()))
     }
 
     /// The ticker's event came: the expiries are counted off.
@@ -98,17 +98,15 @@ impl Ticker {
         }
     }
 
-    /// Whether the sweep is due at `now`; once it is, the next one is a
-    /// tick later.
+    /// Whether the sweep is due (the Linux ticker reads no clock for it);
+    /// once it is, the next one is a tick later.
     #[inline(always)]
-    pub fn take_due(&mut self, now: Instant) -> bool {
+    pub fn take_due(&mut self) -> bool {
         #[cfg(target_os = "linux")]
-        {
-            let _ = now;
-            std::mem::take(&mut self.fired)
-        }
+        return std::mem::take(&mut self.fired);
         #[cfg(not(target_os = "linux"))]
         {
+            let now = Instant::now();
             if now < self.next {
                 return false;
             }
@@ -122,6 +120,7 @@ impl Ticker {
 mod tests {
     use super::*;
     use mio::Events;
+    use std::time::Instant;
 
     const TICK: Token = Token(7);
 
@@ -131,12 +130,12 @@ mod tests {
         let mut events = Events::with_capacity(4);
         while start.elapsed() < limit {
             let left = limit.saturating_sub(start.elapsed());
-            let wait = left.min(ticker.wait_limit(Instant::now()).unwrap_or(left));
+            let wait = left.min(ticker.wait_limit().unwrap_or(left));
             poll.poll(&mut events, Some(wait)).unwrap();
             if events.iter().any(|event| event.token() == TICK) {
                 ticker.on_event();
             }
-            if ticker.take_due(Instant::now()) {
+            if ticker.take_due() {
                 return true;
             }
         }
@@ -148,11 +147,11 @@ mod tests {
         let mut poll = Poll::new().unwrap();
         let mut ticker = Ticker::new(&poll, TICK, Duration::from_millis(20)).unwrap();
         // Not due before its first tick.
-        assert!(!ticker.take_due(Instant::now()));
+        assert!(!ticker.take_due());
         for _ in 0..3 {
             assert!(expect_tick(&mut poll, &mut ticker, Duration::from_secs(5)));
             // Counted off: not due again until the next tick.
-            assert!(!ticker.take_due(Instant::now()));
+            assert!(!ticker.take_due());
         }
     }
 }

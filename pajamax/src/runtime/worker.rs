@@ -70,8 +70,12 @@ struct Conn {
     /// come, or what waits while reading is paused. Reads go to the
     /// worker's buffer.
     input: Vec<u8>,
-    /// When a read last brought bytes.
+    /// When a read last brought bytes, as of the sweeps: the first sweep
+    /// after such a read sets it (a read itself only sets
+    /// `read_since_sweep`, and the turn needs no clock for it).
     last_read: Instant,
+    /// A read brought bytes since the last sweep.
+    read_since_sweep: bool,
     /// When the connection was last seen with a call: open, or opened
     /// since the sweep before (`last_stream` moved).
     last_call: Instant,
@@ -240,13 +244,12 @@ impl Worker {
     #[inline(always)]
     pub fn run(mut self) {
         let mut events = Readiness::with_capacity(1024);
-        let mut turn_start = Instant::now();
         // Connections to serve later in the turn: the last turn's `again`,
         // and those timers and other threads bring.
         let mut due = SlotList::default();
         loop {
             let timeout = if self.again.is_empty() {
-                self.wait_limit(turn_start)
+                self.wait_limit()
             } else {
                 Some(Duration::ZERO)
             };
@@ -256,30 +259,29 @@ impl Worker {
                     break;
                 }
             }
-            let now = Instant::now();
-            turn_start = now;
             self.again.move_to(&mut due);
             for ready in events.iter() {
                 match ready.token {
                     WAKER => {
-                        self.take_new_connections(now);
-                        self.deliver(&mut due, now);
+                        self.take_new_connections(Instant::now());
+                        self.deliver(&mut due);
                     }
                     TICK => self.ticker.on_event(),
                     Token(t) => {
                         let slot = t - 1;
                         // Served now: not again in this turn.
                         due.strike(slot);
-                        self.on_ready(slot, now, ready.read_closed);
+                        self.on_ready(slot, ready.read_closed);
                     }
                 }
             }
-            self.expire_timers(now, &mut due);
+            self.expire_timers(&mut due);
             let mut from = 0;
             while let Some(slot) = due.pop_front(&mut from) {
-                self.on_ready(slot, now, false);
+                self.on_ready(slot, false);
             }
             if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
+                let now = Instant::now();
                 self.begin_shutdown(now);
                 // The sweep that ends the grace period comes on time.
                 self.grace_ends = Some(now + self.config.shutdown_grace);
@@ -290,17 +292,17 @@ impl Worker {
                 // Cut short: each turn sweeps, so connections are closed
                 // and dropped without lingering.
                 self.stopping_now = true;
-                self.grace_ends = Some(now);
+                self.grace_ends = Some(Instant::now());
             }
-            let grace_over = self.shutting_down_since.is_some() && self.grace_over(now);
-            if self.ticker.take_due(now) || grace_over {
-                self.sweep(now);
+            let grace_over = self.shutting_down_since.is_some() && self.grace_over();
+            if self.ticker.take_due() || grace_over {
+                self.sweep(Instant::now());
             }
             if self.shutting_down_since.is_some() && self.conns.iter().all(Option::is_none) {
                 // The acceptor has stopped: a connection it handed over
                 // as it did, with no wake-up seen yet, still gets its
                 // GOAWAY and its calls answered.
-                self.take_new_connections(now);
+                self.take_new_connections(Instant::now());
                 if self.conns.iter().all(Option::is_none) {
                     break;
                 }
@@ -308,18 +310,19 @@ impl Worker {
         }
     }
 
-    /// How long the next wait may last, from `turn_start`: until the first
-    /// timer, the sweep (where the ticker's event does not wake the worker)
-    /// or the shutdown's next sweep; none when nothing waits for a time.
-    /// Rounded up, so that a timer is not woken for just before its time.
+    /// How long the next wait may last: until the first timer, the sweep
+    /// (where the ticker's event does not wake the worker) or the
+    /// shutdown's next sweep; none, and no clock read, when nothing waits
+    /// for a time. Rounded up, so that a timer is not woken for just before
+    /// its time.
     #[inline(always)]
-    fn wait_limit(&self, turn_start: Instant) -> Option<Duration> {
-        let mut until = self.ticker.wait_limit(turn_start);
+    fn wait_limit(&self) -> Option<Duration> {
+        let mut until = self.ticker.wait_limit();
         if let Some(Reverse((at, _, _))) = self.timers.peek() {
             until = earlier(until, at.saturating_duration_since(Instant::now()));
         }
         if self.shutting_down_since.is_some() {
-            until = self.grace_limit(until, turn_start);
+            until = self.grace_limit(until);
         }
         until.map(|until| until + Duration::from_micros(500))
     }
@@ -327,9 +330,9 @@ impl Worker {
     /// [`Worker::wait_limit`] while shutting down: no later than
     /// `grace_ends`.
     #[cold]
-    fn grace_limit(&self, until: Option<Duration>, turn_start: Instant) -> Option<Duration> {
+    fn grace_limit(&self, until: Option<Duration>) -> Option<Duration> {
         match self.grace_ends {
-            Some(end) => earlier(until, end.saturating_duration_since(turn_start)),
+            Some(end) => earlier(until, end.saturating_duration_since(Instant::now())),
             None => until,
         }
     }
@@ -337,8 +340,8 @@ impl Worker {
     /// Whether the shutdown's sweep is due at `now` (see `grace_ends`),
     /// which is then forgotten unless the shutdown was cut short.
     #[cold]
-    fn grace_over(&mut self, now: Instant) -> bool {
-        let over = self.grace_ends.is_some_and(|end| now >= end);
+    fn grace_over(&mut self) -> bool {
+        let over = self.grace_ends.is_some_and(|end| Instant::now() >= end);
         if over && !self.stopping_now {
             self.grace_ends = None;
         }
@@ -391,6 +394,7 @@ impl Worker {
             grpc,
             input: Vec::new(),
             last_read: now,
+            read_since_sweep: false,
             last_call: now,
             last_stream: 0,
             ping_sent: None,
@@ -415,7 +419,7 @@ impl Worker {
 
     /// Serves the connection in `slot`; `read_closed`: its readiness says
     /// the peer closed its sending half.
-    fn on_ready(&mut self, slot: usize, now: Instant, read_closed: bool) {
+    fn on_ready(&mut self, slot: usize, read_closed: bool) {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
@@ -424,7 +428,6 @@ impl Worker {
         let outcome = serve(
             conn,
             &self.config,
-            now,
             &mut self.again,
             slot,
             &mut self.read_buf,
@@ -467,7 +470,11 @@ impl Worker {
 
     /// Hands the connections whose time has come their timeouts, and
     /// queues them to be served.
-    fn expire_timers(&mut self, now: Instant, touched: &mut SlotList) {
+    fn expire_timers(&mut self, touched: &mut SlotList) {
+        if self.timers.is_empty() {
+            return;
+        }
+        let now = Instant::now();
         while let Some(Reverse((at, slot, generation))) = self.timers.peek().copied() {
             if at > now {
                 break;
@@ -560,6 +567,9 @@ impl Worker {
                     continue;
                 }
             }
+            if std::mem::take(&mut conn.read_since_sweep) {
+                conn.last_read = now;
+            }
             if !conn.grpc.is_idle() || conn.grpc.h2().last_peer_stream() != conn.last_stream {
                 conn.last_stream = conn.grpc.h2().last_peer_stream();
                 conn.last_call = now;
@@ -595,7 +605,7 @@ impl Worker {
     /// Hands the answer parts that came back from other threads to their
     /// connections; each connection touched is then served once, so all
     /// its answers leave in one write.
-    fn deliver(&mut self, touched: &mut SlotList, now: Instant) {
+    fn deliver(&mut self, touched: &mut SlotList) {
         let mut deliveries = std::mem::take(&mut self.deliveries);
         self.inbox.drain(&mut deliveries);
         let mut delivered = std::mem::take(&mut self.delivered);
@@ -613,7 +623,7 @@ impl Worker {
         let mut from = 0;
         while let Some(slot) = delivered.pop_front(&mut from) {
             if let Some(conn) = self.conns[slot].as_mut() {
-                conn.grpc.settle(now);
+                conn.grpc.settle_at(None);
                 touched.push(slot);
             }
         }
@@ -641,20 +651,19 @@ fn connection_id(slot: usize, generation: u32) -> u64 {
 fn serve(
     conn: &mut Conn,
     config: &RuntimeConfig,
-    now: Instant,
     again: &mut SlotList,
     slot: usize,
     buf: &mut Vec<u8>,
     #[cfg(feature = "tls")] cipher: &mut Vec<u8>,
 ) -> Outcome {
-    if flush(conn).is_err() || produce(conn, now, again, slot).is_err() {
+    if flush(conn).is_err() || produce(conn, again, slot).is_err() {
         return Outcome::Closed;
     }
     if conn.read_paused && conn.grpc.output().len() <= config.max_pending_output / 2 {
         conn.read_paused = false;
         // Requests read before the pause may still wait.
         let input = std::mem::take(&mut conn.input);
-        match process(conn, &input, config, now) {
+        match process(conn, &input, config) {
             Ok(used) => keep_input(conn, &input[used..]),
             Err(_) => return Outcome::Closed,
         }
@@ -727,7 +736,7 @@ fn serve(
                     // shut down.
                     #[cfg(feature = "tls")]
                     io::ErrorKind::ConnectionAborted if conn.tls.is_some() => {
-                        conn.lingering_since = Some(now);
+                        conn.lingering_since = Some(Instant::now());
                         return linger(conn);
                     }
                     _ => return Outcome::Closed,
@@ -735,9 +744,9 @@ fn serve(
             }
         };
         conn.reads += 1;
-        conn.last_read = now;
+        conn.read_since_sweep = true;
         let filled = kept + n;
-        match process(conn, &buf[..filled], config, now) {
+        match process(conn, &buf[..filled], config) {
             Ok(used) => keep_input(conn, &buf[used..filled]),
             Err(_) => return Outcome::Closed,
         }
@@ -755,7 +764,7 @@ fn serve(
         }
     }
     // What the reads made ready to produce, as far as the socket takes it.
-    if produce(conn, now, again, slot).is_err() {
+    if produce(conn, again, slot).is_err() {
         return Outcome::Closed;
     }
     if conn.read_ended
@@ -779,7 +788,7 @@ fn serve(
             }
         }
         let _ = conn.socket.shutdown(Shutdown::Write);
-        conn.lingering_since = Some(now);
+        conn.lingering_since = Some(Instant::now());
         return linger(conn);
     }
     Outcome::Open
@@ -792,15 +801,10 @@ fn serve(
 // Inlined into `serve`, its one caller: 28 instructions per read at M=1
 // (13 per request at M=100) when it was not.
 #[inline(always)]
-fn process(
-    conn: &mut Conn,
-    input: &[u8],
-    config: &RuntimeConfig,
-    now: Instant,
-) -> io::Result<usize> {
+fn process(conn: &mut Conn, input: &[u8], config: &RuntimeConfig) -> io::Result<usize> {
     let mut used = 0;
     loop {
-        let taken = conn.grpc.recv(&input[used..], now);
+        let taken = conn.grpc.recv_at(&input[used..], None);
         used += taken;
         if conn.grpc.output().len() > config.max_pending_output {
             flush(conn)?;
@@ -832,24 +836,19 @@ fn keep_input(conn: &mut Conn, rest: &[u8]) {
 /// a connection with more to make and a socket still taking it is served
 /// again after the others.
 #[inline(always)]
-fn produce(conn: &mut Conn, now: Instant, again: &mut SlotList, slot: usize) -> io::Result<()> {
+fn produce(conn: &mut Conn, again: &mut SlotList, slot: usize) -> io::Result<()> {
     if !conn.grpc.wants_to_produce() {
         return Ok(());
     }
-    produce_more(conn, now, again, slot)
+    produce_more(conn, again, slot)
 }
 
-fn produce_more(
-    conn: &mut Conn,
-    now: Instant,
-    again: &mut SlotList,
-    slot: usize,
-) -> io::Result<()> {
+fn produce_more(conn: &mut Conn, again: &mut SlotList, slot: usize) -> io::Result<()> {
     for _ in 0..READS_PER_TURN {
         if !conn.grpc.wants_to_produce() || output_waits(conn) {
             return Ok(());
         }
-        conn.grpc.produce(now);
+        conn.grpc.produce_at(None);
         flush(conn)?;
     }
     if conn.grpc.wants_to_produce() && !output_waits(conn) {

@@ -745,3 +745,56 @@ fn bytes_queued_for_a_call_reset_in_the_same_turn_count_in_the_peak() {
     drop((peer, sleeper));
     server.shutdown();
 }
+
+/// A client stream read by a thread, whose client ends its requests and
+/// shuts its sending half (its FIN) while the thread has no room for the
+/// last ones yet, is still answered: every request has come, and the
+/// thread takes them and answers without the client's help.
+#[test]
+fn a_client_stream_ended_at_the_clients_fin_while_its_thread_has_no_room_is_answered() {
+    use common::raw::RawPeer;
+    use pajamax_test_peer::Frame;
+    use prost::Message;
+
+    /// An `Ask` with filler.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Slow {
+        #[prost(uint32, tag = "3")]
+        interval_ms: u32,
+        #[prost(uint64, tag = "5")]
+        value: u64,
+        #[prost(bytes = "vec", tag = "7")]
+        blob: Vec<u8>,
+    }
+
+    let (server, seen) = streams::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_buffered_request_bytes(1000),
+    );
+    let mut peer = RawPeer::connect(server.local_addr());
+    let mut bytes = pajamax_test_peer::frame::handshake(&[]);
+    peer.client
+        .request_headers(1, "/test.Streams/SumThread", &[], false)
+        .write(&mut bytes);
+    // 15 messages of about 100 bytes: the thread takes the first, then
+    // waits 300 ms; the connection's queued bytes hold about ten of them,
+    // the others wait on the worker for room.
+    for i in 0..15 {
+        let ask = Slow {
+            interval_ms: if i == 0 { 300 } else { 0 },
+            value: 1,
+            blob: vec![0; 90],
+        };
+        let body = pajamax_test_peer::grpc::message(&ask.encode_to_vec());
+        Frame::data(1, &body, false).write(&mut bytes);
+    }
+    Frame::data(1, &[], true).write(&mut bytes);
+    peer.send(&bytes);
+    peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+    let heard = peer.listen(Duration::from_secs(10), |h| h.closed);
+    assert_eq!(heard.statuses, [(1, "0".to_string())], "{heard:?}");
+    assert!(heard.closed, "the connection was kept: {heard:?}");
+    assert_eq!(seen.threads_done.load(Ordering::SeqCst), 1);
+    server.shutdown();
+}

@@ -436,11 +436,16 @@ impl GrpcConnection {
 
     /// Whether a call served on another thread may still send answer
     /// parts without hearing from the client again: its request has ended
-    /// and nothing of its answer waits for the client's windows.
+    /// and nothing of its answer waits for the client's windows. A request
+    /// has ended once the client has ended it, even while its last
+    /// messages wait on the worker for room in the thread's queue: the
+    /// thread makes that room without the client.
     pub fn awaits_other_threads(&self) -> bool {
         self.calls.values().any(|call| {
             matches!(&call.state, State::Remote(remote)
-                if !remote.incoming && remote.backlog.is_empty() && remote.finish.is_none())
+                if (!remote.incoming || call.recv_done)
+                    && remote.backlog.is_empty()
+                    && remote.finish.is_none())
         })
     }
 

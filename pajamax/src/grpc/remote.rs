@@ -415,6 +415,10 @@ struct State {
     incoming_end: Option<Option<Status>>,
     /// The worker stopped delivering for lack of room.
     resume_wanted: bool,
+    /// The worker stopped delivering for lack of room in the connection's
+    /// share: it waits for a [`Part::Room`], or, once the thread lets go
+    /// of its [`Streaming`], a [`Part::Resume`].
+    room_wanted: bool,
     /// The thread let go of its [`Streaming`]: what it did not take is
     /// dropped, and so is what comes after.
     reader_gone: bool,
@@ -438,6 +442,7 @@ impl Shared {
                 incoming_bytes: 0,
                 incoming_end: None,
                 resume_wanted: false,
+                room_wanted: false,
                 reader_gone: false,
                 lent: 0,
                 lent_waiting: false,
@@ -537,8 +542,10 @@ impl Shared {
             return Offered::CallFull;
         }
         if !self.target.queued.add(message.len()) {
+            state.room_wanted = true;
             return Offered::ConnectionFull;
         }
+        state.room_wanted = false;
         state.incoming_bytes += message.len();
         state.incoming.push_back(message.to_vec());
         drop(state);
@@ -635,9 +642,10 @@ impl Shared {
         state.reader_gone = true;
         state.incoming.clear();
         let left = std::mem::take(&mut state.incoming_bytes);
-        // A call held back for its full queue takes messages again (to
-        // drop them).
-        let resume = std::mem::take(&mut state.resume_wanted);
+        // A call held back for its full queue, or for the connection's,
+        // takes messages again (to drop them).
+        let resume =
+            std::mem::take(&mut state.resume_wanted) | std::mem::take(&mut state.room_wanted);
         drop(state);
         if resume {
             self.send(Part::Resume);
@@ -1464,6 +1472,37 @@ mod tests {
         sink.send(&300).unwrap();
         sink.finish(Ok(()));
         assert_eq!(drain(&inbox).len(), 3, "headers, the message, the end");
+    }
+
+    /// A call held back because the connection's queued bytes left no
+    /// room for its message is let go on too once its thread drops its
+    /// `Streaming`, without waiting for the other calls' threads to make
+    /// room: what its client sends then is taken and dropped.
+    #[test]
+    fn a_call_without_room_in_the_connections_share_let_go_of_resumes() {
+        let (inbox, _) = counting_inbox();
+        let queued = Queued::new(10);
+        let target = |stream| Target {
+            incoming_limit: 100,
+            queued: queued.clone(),
+            ..target(&inbox, stream)
+        };
+        let hoarder = Shared::new(target(1), None);
+        let deaf = Shared::new(target(3), None);
+        let requests = Streaming::<u32>::new(Some(deaf.clone()));
+        let message = [0, 0, 0, 0, 2, 0x08, 5];
+        assert_eq!(hoarder.offer(&message), Offered::Queued);
+        assert_eq!(deaf.offer(&message), Offered::ConnectionFull);
+        drop(requests);
+        let parts = drain(&inbox);
+        assert!(
+            parts
+                .iter()
+                .any(|part| part.stream == 3 && matches!(part.part, Part::Resume)),
+            "the call is told to take its messages again"
+        );
+        assert_eq!(deaf.offer(&message), Offered::Queued, "taken, and dropped");
+        assert_eq!(queued.bytes(), 7, "only the hoarder's message waits");
     }
 
     /// A call held back because its thread's queue was full is let go on

@@ -364,15 +364,11 @@ impl Connection {
         }
         // Frames that do not move a request forward are counted first
         // (`count_unproductive`): PING and SETTINGS but their ACKs, empty
-        // DATA and CONTINUATION that end nothing, PRIORITY, RST_STREAM,
-        // PUSH_PROMISE and unknown types. One match for both.
+        // CONTINUATION that ends nothing, PRIORITY, RST_STREAM,
+        // PUSH_PROMISE and unknown types. One match for both. DATA without
+        // a body that ends nothing is counted once its padding is off.
         match head.kind {
-            kind::DATA => {
-                if payload.is_empty() && !head.has(flag::END_STREAM) {
-                    self.count_unproductive()?;
-                }
-                self.on_data(head, input, payload, events)
-            }
+            kind::DATA => self.on_data(head, input, payload, events),
             kind::HEADERS => self.on_headers(head, &input[payload], events),
             _ => self.on_control_frame(head, &input[payload], events),
         }
@@ -455,6 +451,10 @@ impl Connection {
         let body = frame::data::unpad(head, &input[payload.clone()])?;
         let data = payload.start + body.start..payload.start + body.end;
         let end_stream = head.has(flag::END_STREAM);
+        if data.is_empty() && !end_stream {
+            // No body, padding or not: it moves nothing forward.
+            self.count_unproductive()?;
+        }
         let Some(stream) = self.streams.get_mut(head.stream) else {
             return self.streams.frame_on_unknown(head.stream);
         };
@@ -593,14 +593,23 @@ impl Connection {
             return Ok(());
         }
         if id <= self.streams.last() {
-            return Err(if self.streams.recently_closed(id) {
-                Error::GoAway(Reason::STREAM_CLOSED, "HEADERS on a closed stream")
-            } else {
-                Error::GoAway(
+            return match self.streams.closed_entry(id) {
+                // Reset by the server while the client could still be
+                // sending: trailers it sent before it saw the reset are
+                // ignored, as DATA is (RFC 9113 section 5.1).
+                Some(true) => {
+                    self.fields.truncate(first_field);
+                    self.count_unproductive()
+                }
+                Some(false) => Err(Error::GoAway(
+                    Reason::STREAM_CLOSED,
+                    "HEADERS on a closed stream",
+                )),
+                None => Err(Error::GoAway(
                     Reason::PROTOCOL_ERROR,
                     "stream id lower than an earlier one",
-                )
-            });
+                )),
+            };
         }
         self.streams.pass(id);
         if self_dependent || check.finish().is_err() {

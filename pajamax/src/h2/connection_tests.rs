@@ -1253,8 +1253,13 @@ fn a_stream_reset_by_a_bad_priority_frame_cannot_be_opened() {
         rst_reason(&peer.take_frames(), 1),
         Some(Reason::PROTOCOL_ERROR)
     );
+    // HEADERS the client sent before it saw the reset are ignored, as on
+    // any stream the server reset.
     let bytes = peer.headers_frame(1, true);
-    expect_goaway(&mut peer, &bytes, Reason::STREAM_CLOSED);
+    assert!(peer.feed(&bytes).is_empty());
+    assert!(!peer.conn.is_stream_open(1));
+    assert!(peer.take_frames().is_empty());
+    assert!(peer.conn.error().is_none());
 }
 
 #[test]
@@ -1712,4 +1717,96 @@ fn answering_streams_1_and_3() -> Peer {
     }
     peer.take_frames();
     peer
+}
+
+/// RFC 9113 section 5.1: frames the client sent before it saw the server's
+/// RST_STREAM are ignored, trailers as much as DATA: the other streams of
+/// the connection go on. (Their block is still decoded: it may change the
+/// HPACK table.)
+#[test]
+fn trailers_in_flight_on_a_stream_the_server_reset_are_ignored() {
+    let mut peer = Peer::new(Config {
+        max_concurrent_streams: 1,
+        ..Config::default()
+    });
+    let mut bytes = peer.headers_frame(1, false);
+    bytes.extend(peer.headers_frame(3, false));
+    peer.feed(&bytes);
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 3),
+        Some(Reason::REFUSED_STREAM)
+    );
+    // Refused, and answered early while the client still sends: both
+    // reset by the server.
+    peer.conn
+        .send_headers(1, &[Field::indexed(b":status", b"200")], true);
+    assert_eq!(rst_reason(&peer.take_frames(), 1), Some(Reason::NO_ERROR));
+    for stream in [3, 1] {
+        let mut bytes = data(stream, b"body", false);
+        let trailers = peer.block(&[("x-trailer", "on the way")]);
+        bytes.extend(Frame::headers(stream, &trailers, true).to_bytes());
+        let events = peer.feed(&bytes);
+        assert!(events.is_empty(), "{events:?}");
+        let frames = peer.take_frames();
+        assert!(frames.is_empty(), "stream {stream}: {frames:?}");
+    }
+    // The table the trailers added to is the server's too.
+    let block = peer.block(&[
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/a.B/C"),
+        ("x-trailer", "on the way"),
+    ]);
+    let events = peer.feed(&Frame::headers(5, &block, true).to_bytes());
+    assert!(
+        matches!(events[..], [Event::Request { stream: 5, .. }]),
+        "{events:?}"
+    );
+}
+
+/// A DATA frame of padding alone carries no body: it counts against the
+/// flood budget as an empty DATA frame does, padding or not.
+#[test]
+fn padding_only_data_floods_end_in_enhance_your_calm() {
+    for pad in [0, 1, 200] {
+        let mut peer = small_flood_budget();
+        let mut bytes = peer.headers_frame(1, false);
+        let flood = Frame::data(1, b"", false).padded(pad).to_bytes();
+        bytes.extend(flood.repeat(101));
+        expect_goaway(&mut peer, &bytes, Reason::ENHANCE_YOUR_CALM);
+    }
+}
+
+/// The smallest windows the server may be configured with still open
+/// again: a connection window of a few bytes is not replenished with
+/// WINDOW_UPDATEs of 0 (a PROTOCOL_ERROR for the client), and a stream
+/// window of one byte opens again once its byte is released.
+#[test]
+fn the_smallest_windows_open_again() {
+    for size in [0, 1, 3] {
+        let mut peer = Peer::new(Config {
+            connection_window: size,
+            ..Config::default()
+        });
+        peer.feed(&ping([1; 8]));
+        let frames = peer.take_frames();
+        assert!(
+            window_updates(&frames, 0).iter().all(|&n| n > 0),
+            "connection window {size}: {frames:?}"
+        );
+    }
+    let mut peer = Peer::new(Config {
+        initial_stream_window: 1,
+        ..Config::default()
+    });
+    peer.feed(&Frame::settings_ack().to_bytes());
+    let bytes = peer.headers_frame(1, false);
+    peer.feed(&bytes);
+    peer.take_frames();
+    for byte in [b"x", b"y"] {
+        assert_eq!(peer.feed(&data(1, byte, false)).len(), 1);
+        assert!(window_updates(&peer.take_frames(), 1).is_empty());
+        peer.conn.release_capacity(1, 1);
+        assert_eq!(window_updates(&peer.take_frames(), 1), vec![1]);
+    }
 }

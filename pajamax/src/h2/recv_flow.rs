@@ -13,6 +13,9 @@ pub(crate) const DEFAULT_WINDOW: u32 = 65_535;
 pub(crate) struct RecvFlow {
     /// The window the server opens at start.
     size: u32,
+    /// How many bytes received make a WINDOW_UPDATE: a quarter of `size`,
+    /// and never 0 (an increment of 0 is an error for the client).
+    replenish_at: u32,
     /// Bytes the client may still send.
     window: i64,
     /// Bytes received since the last WINDOW_UPDATE.
@@ -25,6 +28,7 @@ impl RecvFlow {
     pub(crate) fn new(size: u32) -> RecvFlow {
         RecvFlow {
             size,
+            replenish_at: (size / 4).max(1),
             window: i64::from(size.max(DEFAULT_WINDOW)),
             unacked: 0,
         }
@@ -54,7 +58,7 @@ impl RecvFlow {
     /// once per batch of input, so that one WINDOW_UPDATE covers many
     /// frames.
     pub(crate) fn replenish(&mut self, out: &mut Vec<u8>) {
-        if self.unacked >= self.size / 4 {
+        if self.unacked >= self.replenish_at {
             frame::write_window_update(out, 0, self.unacked);
             self.window += i64::from(self.unacked);
             self.unacked = 0;
@@ -82,11 +86,12 @@ pub(crate) fn take_stream(
 
 /// Opens a stream's window back to `initial`, less the bytes the consumer
 /// still holds, once what the client may send and what is held are below
-/// half of it; one WINDOW_UPDATE then covers many frames.
+/// half of it (a window of one byte: once it is spent and released); one
+/// WINDOW_UPDATE then covers many frames.
 pub(crate) fn replenish_stream(stream: &mut Stream, id: u32, initial: u32, out: &mut Vec<u8>) {
     let initial = i64::from(initial);
     let committed = i64::from(stream.recv_window) + i64::from(stream.unreleased);
-    if committed < initial / 2 {
+    if 2 * committed < initial {
         let increment = initial - committed;
         frame::write_window_update(out, id, increment as u32);
         // Up to the initial window at most, which fits an i32.

@@ -188,13 +188,14 @@ impl Streams {
     }
 
     /// Whether `id` is among the recently closed streams.
+    #[cfg(test)]
     pub(crate) fn recently_closed(&self, id: u32) -> bool {
         self.closed_entry(id).is_some()
     }
 
     /// What is remembered of `id`, if it closed recently: whether the
     /// server reset it.
-    fn closed_entry(&self, id: u32) -> Option<bool> {
+    pub(crate) fn closed_entry(&self, id: u32) -> Option<bool> {
         if id == 0 {
             return None;
         }

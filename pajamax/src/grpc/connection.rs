@@ -1369,7 +1369,6 @@ impl GrpcConnection {
         // together, in as few DATA frames as it fills.
         self.outgoing.messages.clear();
         self.outgoing.headers_now = false;
-        self.outgoing.full = false;
         loop {
             let Some(call) = self.calls.get_mut(stream) else {
                 return;
@@ -1493,7 +1492,6 @@ impl GrpcConnection {
                 let out = &mut self.outgoing;
                 out.messages.clear();
                 out.headers_now = false;
-                out.full = false;
                 // A client-streaming handler may answer from a thread.
                 let client_streaming = call
                     .route

@@ -356,8 +356,6 @@ pub(crate) struct Outgoing {
     pub messages: Vec<u8>,
     /// Send the response headers now, even without a message.
     pub headers_now: bool,
-    /// The stream's send buffer is full.
-    pub full: bool,
 }
 
 impl<M: prost::Message> Responses<'_, M> {
@@ -370,12 +368,6 @@ impl<M: prost::Message> Responses<'_, M> {
     /// Sends the response headers now, even if no message follows yet.
     pub fn send_headers(&mut self) {
         self.out.headers_now = true;
-    }
-
-    /// Whether the stream's send buffer was full when this call began: the
-    /// client is not reading. Messages sent still go out, later.
-    pub fn is_full(&self) -> bool {
-        self.out.full
     }
 }
 

@@ -259,7 +259,9 @@ impl Worker {
                     break;
                 }
             }
-            self.again.move_to(&mut due);
+            if !self.again.is_empty() {
+                self.again.move_to(&mut due);
+            }
             for ready in events.iter() {
                 match ready.token {
                     WAKER => {
@@ -270,15 +272,19 @@ impl Worker {
                     Token(t) => {
                         let slot = t - 1;
                         // Served now: not again in this turn.
-                        due.strike(slot);
+                        if !due.is_empty() {
+                            due.strike(slot);
+                        }
                         self.on_ready(slot, ready.read_closed);
                     }
                 }
             }
             self.expire_timers(&mut due);
-            let mut from = 0;
-            while let Some(slot) = due.pop_front(&mut from) {
-                self.on_ready(slot, false);
+            if !due.is_empty() {
+                let mut from = 0;
+                while let Some(slot) = due.pop_front(&mut from) {
+                    self.on_ready(slot, false);
+                }
             }
             if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
                 let now = Instant::now();

@@ -419,6 +419,12 @@ impl GrpcConnection {
         self.h2.output()
     }
 
+    /// How many bytes [`GrpcConnection::output`] holds.
+    #[inline]
+    pub fn output_len(&self) -> usize {
+        self.h2.output_len()
+    }
+
     /// Whether the connection is finished (see [`Connection::is_closed`]).
     pub fn is_closed(&self) -> bool {
         self.h2.is_closed()
@@ -490,7 +496,7 @@ impl GrpcConnection {
     #[inline]
     fn credit_due(&self) -> bool {
         (!self.touched.is_empty() || self.lent_due > 0)
-            && self.h2.output().len() < self.produce_limit
+            && self.h2.output_len() < self.produce_limit
             && self.h2.held_bytes() < self.max_held
     }
 
@@ -1627,8 +1633,7 @@ impl GrpcConnection {
         let mut turns = self.ready.len();
         while turns > 0 {
             turns -= 1;
-            if self.h2.output().len() >= self.produce_limit || self.h2.held_bytes() >= self.max_held
-            {
+            if self.h2.output_len() >= self.produce_limit || self.h2.held_bytes() >= self.max_held {
                 // Again once the socket took the output, or the client's
                 // windows let held bytes out (a Writable event).
                 break;

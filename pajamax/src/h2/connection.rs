@@ -227,6 +227,12 @@ impl Connection {
         self.output.pending()
     }
 
+    /// How many bytes [`Connection::output`] holds.
+    #[inline]
+    pub fn output_len(&self) -> usize {
+        self.output.pending_len()
+    }
+
     /// The number of open streams.
     pub fn open_streams(&self) -> usize {
         self.streams.len()

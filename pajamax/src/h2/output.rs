@@ -151,6 +151,13 @@ impl Output {
         &self.buf[self.start..]
     }
 
+    /// How many bytes wait to be written: [`Output::pending`]'s length,
+    /// without taking the slice (`start` never passes the end).
+    #[inline]
+    pub(crate) fn pending_len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
     /// Where frames are appended.
     pub(crate) fn buf(&mut self) -> &mut Vec<u8> {
         &mut self.buf

@@ -15,6 +15,7 @@ use mio::{Interest, Registry, Token};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Runtime settings, filled by the [`Builder`](crate::server::Builder).
@@ -73,7 +74,7 @@ pub(crate) struct Shared {
     pub connection_errors: AtomicUsize,
     /// What each worker has done, published by the worker as each
     /// connection's turn ends.
-    pub counters: Vec<WorkerCounters>,
+    pub counters: Vec<Arc<WorkerCounters>>,
 }
 
 /// The running totals of one worker, each worker's on cache lines of its
@@ -104,7 +105,9 @@ impl Shared {
             peak_queued: AtomicUsize::new(0),
             peak_streams: AtomicUsize::new(0),
             connection_errors: AtomicUsize::new(0),
-            counters: (0..workers).map(|_| WorkerCounters::default()).collect(),
+            counters: (0..workers)
+                .map(|_| Arc::new(WorkerCounters::default()))
+                .collect(),
         }
     }
 

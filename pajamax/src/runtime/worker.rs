@@ -10,7 +10,7 @@ use crate::runtime::slots::SlotList;
 use crate::runtime::ticker::Ticker;
 #[cfg(feature = "tls")]
 use crate::runtime::tls::TlsSession;
-use crate::runtime::{RuntimeConfig, Shared, Socket};
+use crate::runtime::{RuntimeConfig, Shared, Socket, WorkerCounters};
 use mio::{Interest, Poll, Token, Waker};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -127,6 +127,8 @@ pub(crate) struct Worker {
     router: Arc<Router>,
     config: RuntimeConfig,
     shared: Arc<Shared>,
+    /// This worker's totals, among `shared`'s.
+    counters: Arc<WorkerCounters>,
     conns: Vec<Option<Conn>>,
     /// Bumped each time a slot is freed, so an answer for an earlier
     /// connection in the same slot is recognised and dropped.
@@ -195,6 +197,7 @@ impl Worker {
         });
         Worker {
             index,
+            counters: shared.counters[index].clone(),
             poll,
             receiver,
             router,
@@ -441,7 +444,7 @@ impl Worker {
             &mut self.cipher_buf,
         );
         conn.grpc.reclaim_room(&mut self.spare);
-        let counters = &self.shared.counters[self.index];
+        let counters = &*self.counters;
         add(&counters.answered, conn.grpc.take_answered());
         add(&counters.reads, std::mem::take(&mut conn.reads));
         add(&counters.writes, std::mem::take(&mut conn.writes));
@@ -665,7 +668,7 @@ fn serve(
     if flush(conn).is_err() || produce(conn, again, slot).is_err() {
         return Outcome::Closed;
     }
-    if conn.read_paused && conn.grpc.output().len() <= config.max_pending_output / 2 {
+    if conn.read_paused && conn.grpc.output_len() <= config.max_pending_output / 2 {
         conn.read_paused = false;
         // Requests read before the pause may still wait.
         let input = std::mem::take(&mut conn.input);
@@ -812,9 +815,9 @@ fn process(conn: &mut Conn, input: &[u8], config: &RuntimeConfig) -> io::Result<
     loop {
         let taken = conn.grpc.recv_at(&input[used..], None);
         used += taken;
-        if conn.grpc.output().len() > config.max_pending_output {
+        if conn.grpc.output_len() > config.max_pending_output {
             flush(conn)?;
-            if conn.grpc.output().len() > config.max_pending_output {
+            if conn.grpc.output_len() > config.max_pending_output {
                 conn.read_paused = true;
                 return Ok(used);
             }
@@ -895,7 +898,7 @@ fn record_peaks(conn: &mut Conn, published: &mut Peaks, shared: &Shared) {
     let queued = conn.grpc.queued_request_bytes();
     raise(&shared.peak_queued, queued, &mut published.queued);
     let streams = h2.open_streams();
-    let output = h2.output().len();
+    let output = h2.output_len();
     if streams == 0 && output == 0 {
         return;
     }
@@ -997,7 +1000,7 @@ fn output_waits(conn: &Conn) -> bool {
     if conn.tls.as_ref().is_some_and(|tls| tls.wants_write()) {
         return true;
     }
-    !conn.grpc.output().is_empty()
+    conn.grpc.output_len() != 0
 }
 
 /// Writes as much of the output as the socket takes.
@@ -1017,7 +1020,7 @@ fn flush_waiting(conn: &mut Conn) -> io::Result<()> {
     if let Some(tls) = conn.tls.as_deref_mut() {
         return tls.flush(&mut conn.socket, &mut conn.grpc, &mut conn.writes);
     }
-    while !conn.grpc.output().is_empty() {
+    while conn.grpc.output_len() != 0 {
         match conn.socket.write(conn.grpc.output()) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {

@@ -265,9 +265,13 @@ impl Worker {
             if !self.again.is_empty() {
                 self.again.move_to(&mut due);
             }
+            // The shutdown's flags are set before the workers are woken: a
+            // turn without the waker's event need not look at them.
+            let mut woken = false;
             for ready in events.iter() {
                 match ready.token {
                     WAKER => {
+                        woken = true;
                         self.take_new_connections(Instant::now());
                         self.deliver(&mut due);
                     }
@@ -289,34 +293,54 @@ impl Worker {
                     self.on_ready(slot, false);
                 }
             }
-            if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
-                let now = Instant::now();
-                self.begin_shutdown(now);
-                // The sweep that ends the grace period comes on time.
-                self.grace_ends = Some(now + self.config.shutdown_grace);
+            if woken {
+                self.hear_shutdown();
             }
-            if self.shutting_down_since.is_some()
-                && (self.stopping_now || self.shared.must_stop_now())
-            {
-                // Cut short: each turn sweeps, so connections are closed
-                // and dropped without lingering.
-                self.stopping_now = true;
-                self.grace_ends = Some(Instant::now());
-            }
-            let grace_over = self.shutting_down_since.is_some() && self.grace_over();
-            if self.ticker.take_due() || grace_over {
-                self.sweep(Instant::now());
-            }
-            if self.shutting_down_since.is_some() && self.conns.iter().all(Option::is_none) {
-                // The acceptor has stopped: a connection it handed over
-                // as it did, with no wake-up seen yet, still gets its
-                // GOAWAY and its calls answered.
-                self.take_new_connections(Instant::now());
-                if self.conns.iter().all(Option::is_none) {
+            if self.shutting_down_since.is_some() {
+                if self.shutdown_turn_ends() {
                     break;
                 }
+            } else if self.ticker.take_due() {
+                self.sweep(Instant::now());
             }
         }
+    }
+
+    /// After a wake-up: whether the server began to shut down, or is to
+    /// stop now.
+    fn hear_shutdown(&mut self) {
+        if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
+            let now = Instant::now();
+            self.begin_shutdown(now);
+            // The sweep that ends the grace period comes on time.
+            self.grace_ends = Some(now + self.config.shutdown_grace);
+        }
+        if self.shutting_down_since.is_some() && self.shared.must_stop_now() {
+            self.stopping_now = true;
+        }
+    }
+
+    /// The end of a turn while shutting down: the sweep when the ticker or
+    /// the grace period calls for it, and every turn once the shutdown is
+    /// cut short (connections are closed and dropped without lingering).
+    /// Returns whether the worker is done: no connection left.
+    #[cold]
+    fn shutdown_turn_ends(&mut self) -> bool {
+        if self.stopping_now {
+            self.grace_ends = Some(Instant::now());
+        }
+        let grace_over = self.grace_over();
+        if self.ticker.take_due() || grace_over {
+            self.sweep(Instant::now());
+        }
+        if self.conns.iter().all(Option::is_none) {
+            // The acceptor has stopped: a connection it handed over as it
+            // did, with no wake-up seen yet, still gets its GOAWAY and its
+            // calls answered.
+            self.take_new_connections(Instant::now());
+            return self.conns.iter().all(Option::is_none);
+        }
+        false
     }
 
     /// How long the next wait may last: until the first timer, the sweep
@@ -346,7 +370,7 @@ impl Worker {
         }
     }
 
-    /// Whether the shutdown's sweep is due at `now` (see `grace_ends`),
+    /// Whether the shutdown's sweep is due now (see `grace_ends`),
     /// which is then forgotten unless the shutdown was cut short.
     #[cold]
     fn grace_over(&mut self) -> bool {

@@ -74,8 +74,10 @@ impl Readiness {
                 // data.
                 token: Token(event.data.u64() as usize),
                 // As mio reads the flags: a hang-up, or input that ends.
-                read_closed: flags.contains(EventFlags::HUP)
-                    || flags.contains(EventFlags::IN | EventFlags::RDHUP),
+                // (The first test alone decides for most events.)
+                read_closed: flags.intersects(EventFlags::HUP | EventFlags::RDHUP)
+                    && (flags.contains(EventFlags::HUP)
+                        || flags.contains(EventFlags::IN | EventFlags::RDHUP)),
             }
         });
         #[cfg(not(target_os = "linux"))]

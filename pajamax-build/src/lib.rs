@@ -163,8 +163,9 @@
 //! Whatever the generated code cannot serve is reported as
 //! `cargo:warning=pajamax-build: package.Service/Method: ...`, never skipped
 //! silently: rpcs dispatch mode does not serve, rpc names that give no Rust
-//! identifier, and names that clash (which also fail the build with a
-//! `compile_error!`).
+//! identifier, services whose names give none (such as `_`: no code is
+//! generated for them, so their calls answer `UNIMPLEMENTED`), and names
+//! that clash (which also fail the build with a `compile_error!`).
 
 #![forbid(unsafe_code)]
 

@@ -9,7 +9,8 @@
 //! - `Watch` sends the current status, then each change of it, for as long
 //!   as the call lasts; a service with no status is `SERVICE_UNKNOWN` until
 //!   it gets one;
-//! - `List` answers every status the server knows.
+//! - `List` answers every status the server knows, or `RESOURCE_EXHAUSTED`
+//!   when there are more than [`MAX_LISTED`] of them.
 //!
 //! [`serve`] adds the service to a server builder and gives back the
 //! [`HealthReporter`] that sets the statuses. Every service of the builder,
@@ -79,6 +80,10 @@ pub const SERVICE_NAME: &str = proto::health_server::SERVICE_NAME;
 /// How many `Watch` calls may be open at once unless
 /// [`HealthReporter::set_max_watchers`] says otherwise.
 pub const DEFAULT_MAX_WATCHERS: usize = 1024;
+
+/// The most statuses `List` answers; with more, it answers
+/// `RESOURCE_EXHAUSTED`, as the protocol says.
+pub const MAX_LISTED: usize = 100;
 
 /// How often a waiting watcher looks whether its call was cancelled.
 const CANCEL_POLL: Duration = Duration::from_secs(1);
@@ -407,6 +412,12 @@ impl Health for HealthService {
 
     fn list(&self, _request: HealthListRequest) -> Result<HealthListResponse, Status> {
         let state = self.registry.lock();
+        if state.statuses.len() > MAX_LISTED {
+            return Err(Status::resource_exhausted(format!(
+                "{} health statuses, more than List answers (at most {MAX_LISTED})",
+                state.statuses.len()
+            )));
+        }
         let statuses = state
             .statuses
             .iter()
@@ -527,6 +538,29 @@ mod tests {
         let list = service.list(HealthListRequest {}).unwrap();
         assert_eq!(list.statuses.len(), 2);
         assert_eq!(list.statuses["a.A"].status(), ServingStatus::NotServing);
+    }
+
+    #[test]
+    fn list_answers_at_most_the_maximum() {
+        let (health, _service) = health_reporter();
+        let service = HealthService {
+            registry: health.registry.clone(),
+        };
+        // With the server as a whole, MAX_LISTED statuses: all listed.
+        for n in 1..MAX_LISTED {
+            health.set_serving(&format!("s.S{n}"));
+        }
+        let list = service.list(HealthListRequest {}).unwrap();
+        assert_eq!(list.statuses.len(), MAX_LISTED);
+        // One more: refused, as the protocol says.
+        health.set_serving("s.More");
+        let err = service.list(HealthListRequest {}).unwrap_err();
+        assert_eq!(err.code(), pajamax::Code::ResourceExhausted);
+        health.clear_status("s.More");
+        assert_eq!(
+            service.list(HealthListRequest {}).unwrap().statuses.len(),
+            MAX_LISTED
+        );
     }
 
     #[test]

@@ -143,8 +143,19 @@ pub(crate) struct Generated {
     pub(crate) warnings: Vec<String>,
 }
 
-/// Writes the server module of `service` in `mode`.
+/// Writes the server module of `service` in `mode`; nothing, with a
+/// warning, for a service whose name gives no Rust identifier.
 pub(crate) fn generate_service(service: &Service, mode: ServiceMode) -> Generated {
+    if let Some(name) = model::unnamed_item(service) {
+        return Generated {
+            code: String::new(),
+            warnings: vec![format!(
+                "pajamax-build: {}: its name gives no Rust identifier (`{name}`); the service \
+                 is not generated, its calls answer UNIMPLEMENTED",
+                full_service_name(service)
+            )],
+        };
+    }
     let code = ServiceCode::new(service);
     let (tokens, problems) = match mode {
         ServiceMode::Local => local::generate(&code),

@@ -198,6 +198,18 @@ impl<'a> ServiceCode<'a> {
     }
 }
 
+/// The first name of the service's items that is no Rust identifier (the
+/// trait as prost names the service, or the module), for a service named
+/// such as `_` or `_0`; `None` when every name is one.
+pub(crate) fn unnamed_item(service: &Service) -> Option<String> {
+    [
+        service.name.clone(),
+        ident::server_module_name(&service.proto_name),
+    ]
+    .into_iter()
+    .find(|name| syn::parse_str::<Ident>(name).is_err())
+}
+
 /// The start of the names made from a service name as prost writes it:
 /// without the `_` prost puts after a keyword (prost's camel case names end
 /// with `_` for no other reason).

@@ -1226,6 +1226,29 @@ fn a_method_without_a_rust_name_is_reported_and_not_served() {
 }
 
 #[test]
+fn a_service_without_a_rust_name_is_reported_and_not_generated() {
+    // prost names a service `_` with the empty name; `_0` keeps its name,
+    // but its module would be `0_server`.
+    for (proto_name, name, rust) in [("_", "", ""), ("_0", "_0", "0_server")] {
+        let svc = Service {
+            name: name.to_owned(),
+            ..service("odd", proto_name, vec![method("Get", "A", "B")])
+        };
+        for mode in [ServiceMode::Local, ServiceMode::Dispatch] {
+            let Generated { code, warnings } = generate_service(&svc, mode);
+            assert_eq!(code, "");
+            assert_eq!(
+                warnings,
+                [format!(
+                    "pajamax-build: odd.{proto_name}: its name gives no Rust identifier \
+                     (`{rust}`); the service is not generated, its calls answer UNIMPLEMENTED"
+                )]
+            );
+        }
+    }
+}
+
+#[test]
 fn modes_pick_named_services_first() {
     let mut modes = Modes::default();
     assert_eq!(modes.mode_of("a.A"), ServiceMode::Local);

@@ -53,6 +53,8 @@ pub(crate) struct Shared {
     /// The acceptor is to take what the kernel has queued and close the
     /// listener.
     pub stop_accepting: AtomicBool,
+    /// The server is shutting down. Whoever sets it, or `stop_now`, wakes
+    /// every worker after: a worker looks at both only after a wake-up.
     pub shutdown: AtomicBool,
     /// The shutdown's grace period is cut short: connections still open
     /// are closed now.

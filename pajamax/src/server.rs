@@ -196,7 +196,8 @@ impl Builder {
     /// GOAWAY, after which the client opens a new connection for new
     /// calls while the calls in flight finish. Behind a few gateways that
     /// hold their connections for good, this spreads the load over
-    /// servers started since. Default: never, as grpc-go.
+    /// servers started since. Default: never, as grpc-go; so is an age too
+    /// large for the clock (`Duration::MAX`).
     ///
     /// ```
     /// use std::time::Duration;
@@ -282,12 +283,14 @@ impl Builder {
     }
 
     /// How long a graceful shutdown waits for open calls before it closes
-    /// their connections; default: 30 s.
+    /// their connections; default: 30 s. `Duration::MAX` waits as long as
+    /// they take.
     ///
     /// When it is over, every connection still open gets a GOAWAY and is
     /// closed: the calls still running on it are answered `UNAVAILABLE`
     /// first (see `docs/deployment.md`), and handlers serving them on other
-    /// threads see their call cancelled.
+    /// threads see their call cancelled. A connection whose client does not
+    /// take that last output is dropped at the next sweep.
     /// Keep it below the time the process manager waits before it kills
     /// the process (Kubernetes: `terminationGracePeriodSeconds`, 30 s by
     /// default).

@@ -140,3 +140,22 @@ async fn a_stream_past_the_grace_ends_unavailable() {
     assert!(status.message().contains("maximum age"), "{status:?}");
     common::stop(server).await;
 }
+
+/// An age too large to be a point in time (`Duration::MAX`, grpc-go's
+/// "infinity") retires no connection: connections are served as without
+/// the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_age_too_large_for_a_clock_retires_nothing() {
+    let server = common::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_connection_age(Duration::MAX)
+            .max_connection_age_grace(Duration::MAX),
+    );
+    for round in 0..2 {
+        let channel = common::connect(&server).await;
+        common::echo_works(channel, &format!("round {round}")).await;
+    }
+    assert_eq!(server.connections_per_worker().len(), 1);
+    common::stop(server).await;
+}

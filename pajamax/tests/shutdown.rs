@@ -169,3 +169,91 @@ fn connections_opened_during_a_shutdown_are_answered_or_refused() {
     assert!(answered > 0, "calls were answered before the shutdown");
     assert!(refused > 0, "connections were refused after it");
 }
+
+/// A client that asked for more than the socket takes and never reads:
+/// once the grace period is over its connection is closed with the others,
+/// and the shutdown ends instead of waiting for output that never leaves.
+#[test]
+fn a_client_that_never_reads_does_not_hold_the_shutdown_up() {
+    use common::raw::{frame_bytes, RawPeer};
+    use pajamax::h2::frame::{kind, setting};
+    use prost::Message;
+
+    let server = start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_pending_output(256 << 10)
+            .shutdown_grace(Duration::from_millis(200)),
+    );
+    let addr = server.local_addr();
+    // Large windows, answers far larger than the socket buffers, no reads.
+    let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 1 << 30)]);
+    peer.send(&frame_bytes(
+        kind::WINDOW_UPDATE,
+        0,
+        0,
+        &(1u32 << 30).to_be_bytes(),
+    ));
+    let request = ProbeRequest {
+        text: "x".into(),
+        reply_size: 1 << 20,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let mut bytes = Vec::new();
+    for i in 0..64u32 {
+        bytes.extend(peer.request(1 + 2 * i, "/test.Probe/Echo", &request));
+    }
+    peer.send(&bytes);
+    // The answers fill the socket buffers, then the server's output past
+    // the limit that pauses reading.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let paused = || server.stats().peak_output_bytes > 256 << 10;
+    while !paused() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(paused(), "{:?}", server.stats());
+    let (done, stopped) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        server.shutdown();
+        let _ = done.send(());
+    });
+    let ended = stopped.recv_timeout(Duration::from_secs(20));
+    drop(peer);
+    assert!(
+        ended.is_ok(),
+        "the shutdown waits for a client that never reads"
+    );
+}
+
+/// A grace period too long to end at a point in time (`Duration::MAX`: wait
+/// for the calls however long they take) is as any other: the call in
+/// flight is answered, then the server stops.
+#[tokio::test]
+async fn a_grace_period_too_long_for_a_clock_waits_for_the_calls() {
+    let server = start(
+        pajamax::Server::builder()
+            .workers(1)
+            .shutdown_grace(Duration::MAX),
+    );
+    let channel = connect(&server).await;
+    let deferred = tokio::spawn(async move {
+        let request = tonic::Request::new(ProbeRequest {
+            text: "late".into(),
+            sleep_ms: 300,
+            ..Default::default()
+        });
+        call(channel, "Defer", request).await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let shutdown = tokio::task::spawn_blocking(move || server.shutdown());
+    let reply = deferred
+        .await
+        .unwrap()
+        .expect("the call in flight is answered");
+    assert_eq!(reply.get_ref().text, "late");
+    tokio::time::timeout(Duration::from_secs(10), shutdown)
+        .await
+        .expect("shutdown finishes")
+        .unwrap();
+}

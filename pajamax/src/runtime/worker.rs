@@ -100,6 +100,10 @@ struct Conn {
     error_counted: bool,
     /// When the write side was shut down after the final GOAWAY.
     lingering_since: Option<Instant>,
+    /// The shutdown's grace period ended with the connection still open:
+    /// it was closed, and the next sweep drops it if its output has not
+    /// left by then.
+    forced: bool,
     /// The time this connection is on the worker's timer for.
     timer: Option<Instant>,
     /// Reads that brought bytes, and writes that sent some, since the
@@ -312,8 +316,9 @@ impl Worker {
         if self.shared.is_shutting_down() && self.shutting_down_since.is_none() {
             let now = Instant::now();
             self.begin_shutdown(now);
-            // The sweep that ends the grace period comes on time.
-            self.grace_ends = Some(now + self.config.shutdown_grace);
+            // The sweep that ends the grace period comes on time; a grace
+            // too long to end at a point in time never ends.
+            self.grace_ends = now.checked_add(self.config.shutdown_grace);
         }
         if self.shutting_down_since.is_some() && self.shared.must_stop_now() {
             self.stopping_now = true;
@@ -431,10 +436,11 @@ impl Worker {
             last_call: now,
             last_stream: 0,
             ping_sent: None,
+            // An age too large to be a point in time: for good.
             retire_at: self
                 .config
                 .max_connection_age
-                .map(|age| now + jittered(age)),
+                .and_then(|age| now.checked_add(jittered(age))),
             retired_since: None,
             opened: now,
             read_paused: false,
@@ -442,6 +448,7 @@ impl Worker {
             read_ended: false,
             error_counted: new.reject,
             lingering_since: None,
+            forced: false,
             timer: None,
             reads: 0,
             writes: 0,
@@ -566,6 +573,13 @@ impl Worker {
                 continue;
             }
             if force {
+                if conn.forced && output_waits(conn) {
+                    // Its client does not take what is left: the shutdown
+                    // does not wait for it.
+                    self.remove(slot);
+                    continue;
+                }
+                conn.forced = true;
                 conn.grpc.close_with_status(
                     &crate::Status::unavailable("the server is shutting down"),
                     "shutdown grace period over",
@@ -989,13 +1003,14 @@ fn sweep_tick(config: &RuntimeConfig) -> Duration {
 }
 
 /// `age` give or take a tenth, at random: connections opened together are
-/// not all retired together.
+/// not all retired together. An age whose tenth more no `Duration` holds
+/// stays as it is.
 fn jittered(age: Duration) -> Duration {
     use std::hash::BuildHasher;
     // A fresh hasher's keys differ each time: enough randomness here.
     let random = std::collections::hash_map::RandomState::new().hash_one(0u8);
     let fraction = (random >> 11) as f64 / (1u64 << 53) as f64;
-    age.mul_f64(0.9 + 0.2 * fraction)
+    Duration::try_from_secs_f64(age.as_secs_f64() * (0.9 + 0.2 * fraction)).unwrap_or(age)
 }
 
 /// The size of a worker's read buffer: the configured size, and at least

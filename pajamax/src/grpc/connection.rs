@@ -1677,11 +1677,12 @@ impl GrpcConnection {
             }
             let mut end = None;
             let timers = &mut self.timers;
-            let clock = &self.clock;
+            // Read once for the producer's turn, not for each message.
+            let now = self.clock.now();
             let mut pull = |out: &mut Vec<u8>| {
                 let start = out.len();
                 while out.len() - start < budget {
-                    match executor::pull(producer.as_mut(), clock.now(), out) {
+                    match executor::pull(producer.as_mut(), now, out) {
                         RawNext::Message => {}
                         RawNext::Wait(at) => {
                             *wake_at = Some(at);

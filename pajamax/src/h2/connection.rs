@@ -275,6 +275,13 @@ impl Connection {
         self.error.is_some() || (self.shutdown.ending() && self.streams.is_empty())
     }
 
+    /// The bytes of the fields of remembered blocks replaced in the last
+    /// read and kept for its events.
+    #[cfg(test)]
+    pub(crate) fn retired_field_bytes(&self) -> usize {
+        self.repeated.retired_bytes()
+    }
+
     /// How many stream ids wait in the flow-control queue.
     #[cfg(test)]
     pub(crate) fn blocked_len(&self) -> usize {
@@ -642,6 +649,9 @@ impl Connection {
         self.streams.insert(id, stream);
         if end_stream && check.content_length.is_some_and(|n| n != 0) {
             return Err(Error::Reset(id, Reason::PROTOCOL_ERROR));
+        }
+        if block_id != 0 {
+            self.repeated.named(block_id);
         }
         events.push(Event::Request {
             stream: id,

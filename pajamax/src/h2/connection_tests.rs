@@ -538,6 +538,42 @@ fn refused_header_blocks_leave_no_fields_behind() {
 }
 
 #[test]
+fn refused_remembered_blocks_leave_no_fields_behind() {
+    // As above, with blocks small enough to be remembered: each refers to
+    // a large table entry, so its fields are a thousand times its bytes. A
+    // block that opens nothing must not stay behind when another block
+    // takes its place among the remembered ones.
+    let mut peer = Peer::new(Config {
+        max_concurrent_streams: 1,
+        ..Config::default()
+    });
+    let big = "v".repeat(4000);
+    let mut bytes = peer
+        .client
+        .request_headers(1, "/a.B/C", &[("x-big", &big)], false)
+        .to_bytes();
+    for id in (3..=401).step_by(2) {
+        let path = format!("/a.B/M{id}");
+        let block = peer.client.literal_block(&[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", &path),
+            ("x-big", &big),
+        ]);
+        assert!(block.len() < 32, "x-big is one index");
+        bytes.extend(Frame::headers(id, &block, false).to_bytes());
+    }
+    let events = peer.feed(&bytes);
+    assert_eq!(events.len(), 1, "only stream 1 opens");
+    assert_eq!(
+        peer.conn.retired_field_bytes(),
+        0,
+        "no event names a refused block"
+    );
+    assert!(peer.take_frames().len() >= 200);
+}
+
+#[test]
 fn self_dependency_is_a_stream_error() {
     let mut peer = Peer::default();
     peer.feed(&priority(1, 1, 16));
@@ -614,6 +650,27 @@ fn content_length_must_match_the_data() {
         rst_reason(&peer.take_frames(), 1),
         Some(Reason::PROTOCOL_ERROR)
     );
+}
+
+#[test]
+fn content_lengths_that_disagree_are_a_stream_error() {
+    let mut peer = Peer::default();
+    // The body matches the second length, not the first.
+    let block = peer.block(&[
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/"),
+        ("content-length", "0"),
+        ("content-length", "2"),
+    ]);
+    let mut bytes = Frame::headers(1, &block, false).to_bytes();
+    bytes.extend(data(1, b"ab", true));
+    assert!(peer.feed(&bytes).is_empty(), "no request is read");
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 1),
+        Some(Reason::PROTOCOL_ERROR)
+    );
+    assert!(peer.conn.error().is_none());
 }
 
 #[test]

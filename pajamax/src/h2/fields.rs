@@ -420,7 +420,8 @@ pub const fn classify(name: &[u8], value: &[u8]) -> FieldInfo {
 
 /// Tracks one header block while it is decoded and finds what makes it
 /// malformed: upper-case names, pseudo-headers out of place, unknown or
-/// repeated, connection-specific fields, a `te` other than `trailers`.
+/// repeated, connection-specific fields, a `te` other than `trailers`,
+/// `content-length` fields that disagree.
 #[derive(Debug, Clone)]
 pub(crate) struct FieldCheck {
     trailers: bool,
@@ -489,6 +490,11 @@ impl FieldCheck {
                     return Err(problem);
                 }
                 if info.kind == FieldKind::ContentLength {
+                    // Two lengths that differ cannot both match the body
+                    // (RFC 9113 section 8.1.1).
+                    if self.content_length.is_some_and(|n| n != info.number) {
+                        return Err("conflicting content-length");
+                    }
                     self.content_length = Some(info.number);
                 }
                 return Ok(());
@@ -586,6 +592,24 @@ mod tests {
             verdict(true, &[(":path", "/")]),
             Err("pseudo-header in trailers")
         );
+    }
+
+    #[test]
+    fn content_lengths_that_disagree_are_malformed() {
+        // Whatever the body's length, one of them does not match it.
+        let with = |lengths: &[&'static str]| {
+            let mut fields = GOOD.to_vec();
+            fields.extend(lengths.iter().map(|n| ("content-length", *n)));
+            verdict(false, &fields)
+        };
+        assert_eq!(with(&["0", "5"]), Err("conflicting content-length"));
+        assert_eq!(with(&["5", "5", "7"]), Err("conflicting content-length"));
+        // The same length twice says one thing.
+        assert_eq!(with(&["5", "5"]), Ok(()));
+        let mut check = FieldCheck::new(false);
+        check.field(b"content-length", b"5");
+        check.field(b"content-length", b"005");
+        assert_eq!(check.content_length, Some(5));
     }
 
     #[test]

@@ -137,7 +137,8 @@ struct Remembered {
     fields: Fields,
     check: FieldCheck,
     id: u64,
-    /// The last batch of input in which an event named it.
+    /// The last batch of input in which an event named it
+    /// ([`RepeatedBlock::named`]).
     used_in: u32,
 }
 
@@ -191,7 +192,7 @@ impl RepeatedBlock {
     }
 
     /// The fields of remembered block `id`, if it is remembered or was
-    /// replaced in this batch.
+    /// replaced in this batch after an event of the batch named it.
     pub(crate) fn fields_of(&self, id: u64) -> Option<&Fields> {
         if id == 0 {
             return None;
@@ -203,6 +204,17 @@ impl RepeatedBlock {
             .iter()
             .find(|(retired, _)| *retired == id)
             .map(|(_, fields)| fields)
+    }
+
+    /// An event of this batch names remembered block `id`, the block just
+    /// decoded (which [`RepeatedBlock::decode`] leaves first): its fields
+    /// are kept until the next batch even if another block takes its
+    /// place. Blocks that open nothing are not kept.
+    #[inline]
+    pub(crate) fn named(&mut self, id: u64) {
+        let entry = &mut self.entries[0];
+        debug_assert_eq!(entry.id, id, "the block just decoded comes first");
+        entry.used_in = self.batch;
     }
 
     /// Decodes a request block, or takes what the same block decoded to last
@@ -227,8 +239,7 @@ impl RepeatedBlock {
             if at > 0 {
                 self.entries[..=at].rotate_right(1);
             }
-            let entry = &mut self.entries[0];
-            entry.used_in = self.batch;
+            let entry = &self.entries[0];
             return Ok((entry.check.clone(), entry.id));
         }
         let first = fields.len();
@@ -255,7 +266,8 @@ impl RepeatedBlock {
             let kept = std::mem::take(&mut entry.fields);
             self.retired.push((entry.id, kept));
         }
-        entry.used_in = self.batch;
+        // No event names it yet.
+        entry.used_in = self.batch.wrapping_sub(1);
         entry.block.clear();
         entry.block.extend_from_slice(block);
         entry.state = state;
@@ -276,6 +288,17 @@ impl RepeatedBlock {
             self.entries[..=at].rotate_right(1);
         }
         Ok((check, id))
+    }
+}
+
+#[cfg(test)]
+impl RepeatedBlock {
+    /// The bytes of the fields kept for blocks replaced in this batch.
+    pub(crate) fn retired_bytes(&self) -> usize {
+        self.retired
+            .iter()
+            .map(|(_, fields)| fields.list_size())
+            .sum()
     }
 }
 
@@ -429,6 +452,8 @@ mod tests {
                 .decode(&mut decoder, &bytes, 16 << 10, &mut fields)
                 .unwrap();
             assert_ne!(id, 0);
+            // The request event names it.
+            repeated.named(id);
             ids.push(id);
         }
         let path = |fields: &Fields| listed(fields)[1].1.clone();
@@ -437,6 +462,30 @@ mod tests {
         }
         repeated.new_batch();
         assert!(repeated.fields_of(ids[0]).is_none(), "gone with its batch");
+        for id in &ids[1..] {
+            assert!(repeated.fields_of(*id).is_some());
+        }
+    }
+
+    #[test]
+    fn a_replaced_block_no_event_named_is_not_kept() {
+        let mut encoder = Encoder::new();
+        let mut decoder = Decoder::new(4096);
+        let mut repeated = RepeatedBlock::default();
+        // Blocks whose streams open nothing (refused, reset): nothing of the
+        // batch names them, so nothing of them stays once they are replaced.
+        let mut ids = Vec::new();
+        for i in 0..=REMEMBERED {
+            let bytes = call_block(&mut encoder, &format!("/a.B/M{i}"));
+            let mut fields = Fields::default();
+            let (_, id) = repeated
+                .decode(&mut decoder, &bytes, 16 << 10, &mut fields)
+                .unwrap();
+            assert_ne!(id, 0);
+            ids.push(id);
+        }
+        assert!(repeated.fields_of(ids[0]).is_none(), "replaced, not kept");
+        assert_eq!(repeated.retired_bytes(), 0);
         for id in &ids[1..] {
             assert!(repeated.fields_of(*id).is_some());
         }

@@ -3342,4 +3342,34 @@ mod tests {
         assert_eq!(field(&heard, "x-head"), None, "{:?}", heard.blocks);
         assert_eq!(field(&heard, "x-tail"), None, "{:?}", heard.blocks);
     }
+
+    /// A compressed answer's headers carry `grpc-encoding` besides the
+    /// fields of a plain one: metadata that fits beside the plain ones but
+    /// not beside those is not dropped while the call still succeeds.
+    #[test]
+    fn compressed_answers_count_grpc_encoding_in_the_header_list_limit() {
+        const MAX_HEADER_LIST_SIZE: u16 = 0x6;
+        let config = GrpcConfig {
+            send_compressed: true,
+            ..GrpcConfig::default()
+        };
+        let mut router = Router::new();
+        router.add(Arc::new(Split));
+        let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
+        let mut client = Client::new();
+        // `:status`, `content-type` and `x-head: h` come to 141 bytes;
+        // with `grpc-encoding: gzip`, 190.
+        let handshake = Client::handshake(&[(MAX_HEADER_LIST_SIZE, 150)]);
+        conn.recv(&handshake, Instant::now());
+        hear(&mut conn, &mut client);
+        let accept = [("grpc-accept-encoding", "gzip")];
+        let (heard, _) = echo(&mut conn, &mut client, 1, b"M", &accept);
+        let head = heard.blocks.iter().find_map(|block| block.value("x-head"));
+        assert!(
+            heard.status(1) != Some("0") || head.as_deref() == Some("h"),
+            "a success without its metadata: {:?}",
+            heard.blocks
+        );
+        assert_eq!(heard.status(1), Some("13"));
+    }
 }

@@ -16,9 +16,9 @@ pub(crate) fn message_len(buf: &[u8]) -> Option<usize> {
     Some(PREFIX_LEN + len)
 }
 
-/// Checks the prefix at the start of `buf`: compressed only when
-/// `compressed_ok` (the request named an encoding), and not larger than
-/// `max_message`. Nothing to say until the prefix is complete.
+/// Checks the prefix at the start of `buf`: a flag of 0 or 1, compressed
+/// only when `compressed_ok` (the request named an encoding), and not
+/// larger than `max_message`. Nothing to say until the prefix is complete.
 pub(crate) fn check_prefix(
     buf: &[u8],
     max_message: usize,
@@ -27,8 +27,15 @@ pub(crate) fn check_prefix(
     let Some(total) = message_len(buf) else {
         return Ok(());
     };
-    if buf[0] != 0 && !compressed_ok {
-        return Err(Status::internal("compressed message without grpc-encoding"));
+    if buf[0] != 0 {
+        if buf[0] != 1 {
+            return Err(Status::internal(
+                "request message with a flag other than 0 or 1",
+            ));
+        }
+        if !compressed_ok {
+            return Err(Status::internal("compressed message without grpc-encoding"));
+        }
     }
     if total - PREFIX_LEN > max_message {
         return Err(Status::resource_exhausted(format!(
@@ -165,6 +172,13 @@ mod tests {
         buf.extend(&[1, 0, 0, 0, 0]);
         assert_eq!(
             buf.next_message(100, false).unwrap_err().code(),
+            crate::Code::Internal
+        );
+        // The flag is 0 or 1, whatever the encoding.
+        let mut buf = MessageBuf::default();
+        buf.extend(&[2, 0, 0, 0, 0]);
+        assert_eq!(
+            buf.next_message(100, true).unwrap_err().code(),
             crate::Code::Internal
         );
     }

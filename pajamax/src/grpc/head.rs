@@ -21,7 +21,8 @@ pub(crate) struct RequestHead<'f> {
     /// How the request's messages are compressed (`grpc-encoding`); `None`
     /// for an encoding not served.
     pub encoding: Option<Encoding>,
-    /// The client accepts gzip answers (`grpc-accept-encoding`).
+    /// The client accepts gzip answers (`grpc-accept-encoding`, in any of
+    /// its fields).
     pub accept_gzip: bool,
 }
 
@@ -51,8 +52,9 @@ pub(crate) fn parse<'f>(
             FieldKind::ContentType => is_grpc = field.flag,
             FieldKind::GrpcTimeout => head.timeout = timeout::parse(field.value),
             FieldKind::GrpcEncoding => head.encoding = Encoding::from_name(field.value),
+            // The list may come split over several fields.
             FieldKind::GrpcAcceptEncoding => {
-                head.accept_gzip = compression::accepts_gzip(field.value)
+                head.accept_gzip |= compression::accepts_gzip(field.value)
             }
             FieldKind::Other => metadata.push(field.name, field.value),
             FieldKind::Scheme
@@ -107,5 +109,21 @@ mod tests {
         assert!(!head_of(&[(":method", "GET"), ("content-type", "application/grpc")]).0);
         assert!(!head_of(&[(":method", "POST"), ("content-type", "application/grpcx")]).0);
         assert!(!head_of(&[(":method", "POST"), ("grpc-encoding", "gzip")]).2);
+    }
+
+    #[test]
+    fn accepted_encodings_add_up_over_repeated_fields() {
+        // A list split over several fields is the same list (RFC 9110
+        // section 5.3).
+        for split in [["gzip", "identity"], ["identity", "gzip"]] {
+            let mut list = crate::h2::fields::Fields::default();
+            for value in split {
+                let name = b"grpc-accept-encoding";
+                let info = crate::h2::fields::classify(name, value.as_bytes());
+                list.push_classified(name, value.as_bytes(), &info, 0);
+            }
+            let head = parse(list.classified(0..list.len()), &mut Metadata::new());
+            assert!(head.accept_gzip, "{split:?}");
+        }
     }
 }

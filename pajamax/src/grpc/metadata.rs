@@ -96,7 +96,8 @@ impl Metadata {
     }
 
     /// Appends an ASCII entry. The key must be a valid lower-case header name
-    /// not ending in `-bin`; the value printable ASCII.
+    /// not ending in `-bin`; the value printable ASCII, without a space at
+    /// either end (HTTP/2 takes a field value that has one as malformed).
     pub fn insert(&mut self, name: &str, value: &str) -> Result<(), InvalidMetadata> {
         check_name(name)?;
         if name.ends_with("-bin") {
@@ -104,6 +105,11 @@ impl Metadata {
         }
         if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
             return Err(InvalidMetadata("a metadata value must be printable ASCII"));
+        }
+        if value.starts_with(' ') || value.ends_with(' ') {
+            return Err(InvalidMetadata(
+                "a metadata value must not start or end with a space",
+            ));
         }
         self.push(name.as_bytes(), value.as_bytes());
         Ok(())
@@ -219,6 +225,11 @@ mod tests {
         assert!(md.insert("grpc-status", "0").is_err());
         assert!(md.insert("x-bin", "v").is_err());
         assert!(md.insert("x", "line\nbreak").is_err());
+        // A field value must not start or end with white space (RFC 9113
+        // section 8.2.1): the client would take the answer as malformed.
+        for padded in [" v", "v ", " "] {
+            assert!(md.insert("x", padded).is_err(), "{padded:?}");
+        }
         assert!(md.insert_bin("x", b"v").is_err());
         for reserved in ["connection", "te", "transfer-encoding", "content-type"] {
             assert!(md.insert(reserved, "v").is_err(), "{reserved}");

@@ -76,7 +76,7 @@ pub(crate) fn send_answer(
             (&mut memos.ok_trailers, &[STATUS_OK]),
         );
     }
-    if metadata_too_large(h2, headers, trailers) {
+    if metadata_too_large(h2, &SUCCESS_HEADERS, headers, trailers) {
         return send_metadata_too_large(h2, stream, text);
     }
     // Checked above: the metadata fits.
@@ -95,9 +95,10 @@ pub(crate) fn send_compressed_answer(
     trailers: &Metadata,
     text: &mut Vec<u8>,
 ) {
-    if metadata_too_large(h2, headers, trailers) {
+    if metadata_too_large(h2, &GZIP_HEADERS, headers, trailers) {
         return send_metadata_too_large(h2, stream, text);
     }
+    // Checked above: the metadata fits.
     send_headers(h2, memos, stream, headers, true);
     h2.send_data(stream, reply, false);
     send_trailers(h2, memos, stream, None, trailers, text);
@@ -195,17 +196,23 @@ fn too_large_status() -> Status {
     Status::internal("the response metadata is larger than the client's header list size limit")
 }
 
-/// Whether the headers or the trailers of a unary answer with `headers`
-/// and `trailers` as metadata (and `grpc-status: 0`) pass the header list
-/// size the client takes.
-fn metadata_too_large(h2: &Connection, headers: &Metadata, trailers: &Metadata) -> bool {
+/// Whether the headers (`success`, the answer's own fields, with
+/// `headers` as metadata) or the trailers (`grpc-status: 0` with
+/// `trailers`) of a unary answer pass the header list size the client
+/// takes.
+fn metadata_too_large(
+    h2: &Connection,
+    success: &[Field<'_>],
+    headers: &Metadata,
+    trailers: &Metadata,
+) -> bool {
     let limit = h2.peer_max_header_list();
     if limit == usize::MAX {
         return false;
     }
     let size =
         |base: &[Field<'_>], metadata: &Metadata| header_list_size(base) + metadata.list_size();
-    size(&SUCCESS_HEADERS, headers) > limit || size(&[STATUS_OK], trailers) > limit
+    size(success, headers) > limit || size(&[STATUS_OK], trailers) > limit
 }
 
 /// Answers with [`too_large_status`], trailers-only and without metadata:

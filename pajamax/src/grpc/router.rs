@@ -38,6 +38,10 @@ impl Router {
     /// service with the same name replaces the earlier one's routes.
     pub fn add(&mut self, service: Arc<dyn Service>) {
         let index = self.services.len();
+        // The earlier service's methods the later one does not have go too.
+        let services = &self.services;
+        self.routes
+            .retain(|_, route| services[route.service as usize].name() != service.name());
         for (method, described) in service.methods().iter().enumerate() {
             let path = format!("/{}/{}", service.name(), described.name).into_bytes();
             self.routes.insert(
@@ -89,5 +93,34 @@ impl Router {
     /// Whether a service named `name` is registered.
     pub fn has_service(&self, name: &[u8]) -> bool {
         self.services.iter().any(|s| s.name().as_bytes() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::service::Method;
+
+    struct Named(&'static [Method]);
+
+    impl Service for Named {
+        fn name(&self) -> &'static str {
+            "demo.S"
+        }
+
+        fn methods(&self) -> &'static [Method] {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_later_service_of_the_same_name_replaces_every_route() {
+        const OLD: [Method; 2] = [Method::unary("Kept"), Method::unary("Gone")];
+        const NEW: [Method; 1] = [Method::unary("Kept")];
+        let mut router = Router::new();
+        router.add(Arc::new(Named(&OLD)));
+        router.add(Arc::new(Named(&NEW)));
+        assert_eq!(router.route(b"/demo.S/Kept").map(|r| r.service), Some(1));
+        assert_eq!(router.route(b"/demo.S/Gone"), None);
     }
 }

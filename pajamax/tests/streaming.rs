@@ -29,7 +29,7 @@ async fn server_streams_arrive_in_order_from_the_worker_and_from_a_thread() {
         let values: Vec<u64> = items.iter().map(|i| i.value).collect();
         assert_eq!(values, (1..=3000).collect::<Vec<_>>(), "{method}");
     }
-    assert_eq!(seen.threads_done.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.threads_done_by(1), 1);
     common::stop(server).await;
 }
 

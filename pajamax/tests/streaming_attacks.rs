@@ -795,6 +795,6 @@ fn a_client_stream_ended_at_the_clients_fin_while_its_thread_has_no_room_is_answ
     let heard = peer.listen(Duration::from_secs(10), |h| h.closed);
     assert_eq!(heard.statuses, [(1, "0".to_string())], "{heard:?}");
     assert!(heard.closed, "the connection was kept: {heard:?}");
-    assert_eq!(seen.threads_done.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.threads_done_by(1), 1);
     server.shutdown();
 }

@@ -67,6 +67,23 @@ pub struct Seen {
     pub first_readers_ended: AtomicUsize,
 }
 
+impl Seen {
+    /// How many threads finished their work, once `n` have or after ten
+    /// seconds: a thread counts itself right after its call's end, which
+    /// the client may see first.
+    #[allow(dead_code)]
+    pub fn threads_done_by(&self, n: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let done = self.threads_done.load(Ordering::SeqCst);
+            if done >= n || Instant::now() > deadline {
+                return done;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 /// The service, `test.Streams`.
 pub struct Streams {
     pub seen: Arc<Seen>,

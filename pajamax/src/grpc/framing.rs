@@ -16,6 +16,17 @@ pub(crate) fn message_len(buf: &[u8]) -> Option<usize> {
     Some(PREFIX_LEN + len)
 }
 
+/// Why a message with `flag` (not 0) is refused: a flag other than 0 or
+/// 1, or compressed without an encoding named.
+#[cold]
+fn flag_refused(flag: u8) -> Status {
+    if flag != 1 {
+        Status::internal("request message with a flag other than 0 or 1")
+    } else {
+        Status::internal("compressed message without grpc-encoding")
+    }
+}
+
 /// Checks the prefix at the start of `buf`: a flag of 0 or 1, compressed
 /// only when `compressed_ok` (the request named an encoding), and not
 /// larger than `max_message`. Nothing to say until the prefix is complete.
@@ -27,15 +38,8 @@ pub(crate) fn check_prefix(
     let Some(total) = message_len(buf) else {
         return Ok(());
     };
-    if buf[0] != 0 {
-        if buf[0] != 1 {
-            return Err(Status::internal(
-                "request message with a flag other than 0 or 1",
-            ));
-        }
-        if !compressed_ok {
-            return Err(Status::internal("compressed message without grpc-encoding"));
-        }
+    if buf[0] != 0 && (buf[0] != 1 || !compressed_ok) {
+        return Err(flag_refused(buf[0]));
     }
     if total - PREFIX_LEN > max_message {
         return Err(Status::resource_exhausted(format!(

@@ -189,8 +189,8 @@
 //! response metadata or refuse the call with a status. A [`CallObserver`]
 //! sees each call once it is answered ([`Builder::observe`],
 //! [`FinishedCall`]: method, status code, duration, message bytes). Both
-//! are synchronous and must not block; a server without them pays nothing
-//! for them.
+//! are synchronous and must not block; a server without them pays one test
+//! per call for them.
 //!
 //! ```
 //! use pajamax::{CallInfo, Context, FinishedCall, Status};

@@ -173,6 +173,10 @@ impl Builder {
     /// other threads seeing them cancelled. `None` turns the PINGs off.
     /// Default: two hours, as grpc-go's server (tonic's is off).
     ///
+    /// Both are checked at the worker's periodic sweep (at most a second
+    /// apart), which also notes when the client last sent something: a
+    /// PING may come up to one sweep tick after `interval`.
+    ///
     /// ```
     /// use std::time::Duration;
     /// let builder = pajamax::Server::builder()

@@ -247,7 +247,8 @@ impl<'a> Context<'a> {
     }
 
     /// The request's custom headers (not the pseudo-headers, `content-type`,
-    /// `te`, `grpc-timeout` or `grpc-encoding`).
+    /// `content-length`, `te`, `grpc-timeout`, `grpc-encoding` or
+    /// `grpc-accept-encoding`).
     pub fn metadata(&self) -> &Metadata {
         self.request_metadata
     }

@@ -27,7 +27,8 @@ pub(crate) struct RequestHead<'f> {
 }
 
 /// Reads a request's fields; the custom ones (metadata) are appended to
-/// `metadata`. `now` is when the request arrived, for the deadline.
+/// `metadata`. The caller makes the deadline from `timeout`, at the time
+/// of the read's step (`grpc/clock.rs`).
 pub(crate) fn parse<'f>(
     fields: impl Iterator<Item = ClassifiedField<'f>>,
     metadata: &mut Metadata,

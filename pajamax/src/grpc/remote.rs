@@ -815,7 +815,7 @@ impl Drop for Responder {
 ///
 /// [`Sink::send`] waits while the answer bytes already on their way reach
 /// the stream's send buffer size and the client has not read them, or
-/// while the sinks of the connection's calls together have
+/// while the sinks of the connection's calls together have four times
 /// `produce_output_limit` bytes on their way, so a slow client slows the
 /// sender instead of filling memory; it fails once
 /// the call has ended (the client cancelled, the deadline passed, the

@@ -205,20 +205,6 @@ async fn deferred_requests_are_bounded_per_connection() {
     stop(server).await;
 }
 
-/// A `test.Streams` request with a blob `Ask` does not know, so that its
-/// size counts.
-#[derive(Clone, PartialEq, prost::Message)]
-struct PaddedAsk {
-    /// `Ask::interval_ms`: the thread waits this long before the next.
-    #[prost(uint32, tag = "3")]
-    interval_ms: u32,
-    /// `Ask::value`.
-    #[prost(uint64, tag = "5")]
-    value: u64,
-    #[prost(bytes = "vec", tag = "7")]
-    blob: Vec<u8>,
-}
-
 /// A deferred call's request, held until its thread answers, does not hold
 /// up the streamed messages of another call of the connection: requests
 /// held for threads and streamed messages each have the limit, and a
@@ -227,7 +213,7 @@ struct PaddedAsk {
 /// deferred call waiting on such a stream would never be).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_messages_do_not_wait_for_a_deferred_requests_answer() {
-    use common::streams::{Item, Seen, Streams};
+    use common::streams::{Item, PaddedAsk, Seen, Streams};
     use std::sync::Arc;
     use tonic::codegen::http::uri::PathAndQuery;
 

@@ -755,17 +755,7 @@ fn a_client_stream_ended_at_the_clients_fin_while_its_thread_has_no_room_is_answ
     use common::raw::RawPeer;
     use pajamax_test_peer::Frame;
     use prost::Message;
-
-    /// An `Ask` with filler.
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct Slow {
-        #[prost(uint32, tag = "3")]
-        interval_ms: u32,
-        #[prost(uint64, tag = "5")]
-        value: u64,
-        #[prost(bytes = "vec", tag = "7")]
-        blob: Vec<u8>,
-    }
+    use streams::PaddedAsk;
 
     let (server, seen) = streams::start(
         pajamax::Server::builder()
@@ -781,7 +771,7 @@ fn a_client_stream_ended_at_the_clients_fin_while_its_thread_has_no_room_is_answ
     // waits 300 ms; the connection's queued bytes hold about ten of them,
     // the others wait on the worker for room.
     for i in 0..15 {
-        let ask = Slow {
+        let ask = PaddedAsk {
             interval_ms: if i == 0 { 300 } else { 0 },
             value: 1,
             blob: vec![0; 90],

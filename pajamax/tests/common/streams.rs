@@ -84,6 +84,20 @@ impl Seen {
     }
 }
 
+/// A `test.Streams` request with a blob `Ask` does not know, so that its
+/// size counts.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PaddedAsk {
+    /// `Ask::interval_ms`: the thread waits this long before the next.
+    #[prost(uint32, tag = "3")]
+    pub interval_ms: u32,
+    /// `Ask::value`.
+    #[prost(uint64, tag = "5")]
+    pub value: u64,
+    #[prost(bytes = "vec", tag = "7")]
+    pub blob: Vec<u8>,
+}
+
 /// The service, `test.Streams`.
 pub struct Streams {
     pub seen: Arc<Seen>,

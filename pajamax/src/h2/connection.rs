@@ -784,13 +784,37 @@ impl Connection {
         };
         let mut opened_here = false;
         if state.event_batch == self.batch {
+            let fields_end = self.fields.len();
+            let (mut fields_left, mut block_left) = (None, 0);
             events.retain(|event| match event {
-                Event::Request { stream: id, .. } if *id == stream => {
+                Event::Request {
+                    stream: id,
+                    fields,
+                    block_id,
+                    ..
+                } if *id == stream => {
                     opened_here = true;
+                    if fields.end == fields_end {
+                        fields_left = Some(fields.start);
+                    }
+                    block_left = *block_id;
                     false
                 }
                 other => other.stream() != stream,
             });
+            // What its headers decoded to goes too, unless another event
+            // of the read names it: a read of streams opened and reset at
+            // once does not pile fields up.
+            if let Some(start) = fields_left {
+                self.fields.truncate(start);
+            }
+            if block_left != 0
+                && !events.iter().any(|event| {
+                    matches!(event, Event::Request { block_id, .. } if *block_id == block_left)
+                })
+            {
+                self.repeated.unnamed(block_left);
+            }
         }
         if !opened_here {
             events.push(Event::Reset {

@@ -573,6 +573,106 @@ fn refused_remembered_blocks_leave_no_fields_behind() {
     assert!(peer.take_frames().len() >= 200);
 }
 
+/// A block that refers to a large table entry, `big`, on `stream`: a
+/// few dozen bytes that decode to 4 KB of fields; with `fresh`, it starts
+/// with a table size update (to the same size), so it is decoded afresh
+/// into the read's field list instead of being remembered.
+fn small_block_of_big_fields(peer: &mut Peer, path: &str, big: &str, fresh: bool) -> Vec<u8> {
+    if fresh {
+        peer.client.encoder().set_max_table_size(4096);
+    }
+    let block = peer.client.literal_block(&[
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", path),
+        ("x-big", big),
+    ]);
+    assert!(
+        block.len() < 40,
+        "x-big is one index: {} bytes",
+        block.len()
+    );
+    block
+}
+
+#[test]
+fn fields_of_streams_reset_in_the_same_read_are_let_go() {
+    // Streams opened and reset by the client within one read, each with a
+    // small block of large fields, decoded afresh or remembered: what
+    // they decoded to must not stay for the read's events, or one read of
+    // small frames could pin megabytes.
+    for fresh in [false, true] {
+        let mut peer = Peer::new(Config::default());
+        let big = "v".repeat(4000);
+        let mut bytes = peer
+            .client
+            .request_headers(1, "/a.B/C", &[("x-big", &big)], false)
+            .to_bytes();
+        for id in (3..=401).step_by(2) {
+            let path = format!("/a.B/M{id}");
+            let block = small_block_of_big_fields(&mut peer, &path, &big, fresh);
+            bytes.extend(Frame::headers(id, &block, false).to_bytes());
+            bytes.extend(cancel(id));
+        }
+        let events = peer.feed(&bytes);
+        assert_eq!(events.len(), 1, "only stream 1 is open: {events:?}");
+        let Event::Request { fields, .. } = &events[0] else {
+            panic!("{events:?}");
+        };
+        assert_eq!(
+            peer.conn.fields().len(),
+            fields.end,
+            "fresh {fresh}: only stream 1's fields stay"
+        );
+        assert_eq!(
+            peer.conn.retired_field_bytes(),
+            0,
+            "fresh {fresh}: no event names a reset stream's block"
+        );
+    }
+}
+
+#[test]
+fn a_remembered_block_named_by_an_event_left_keeps_its_fields() {
+    // Streams 3 and 5 send the same block; 3 is reset, 5 stays: the block
+    // is still named, and its fields stay for stream 5 even once other
+    // blocks have taken its place among the remembered ones.
+    let mut peer = Peer::new(Config::default());
+    let big = "v".repeat(4000);
+    let mut bytes = peer
+        .client
+        .request_headers(1, "/a.B/C", &[("x-big", &big)], false)
+        .to_bytes();
+    for id in [3, 5] {
+        let block = small_block_of_big_fields(&mut peer, "/a.B/Kept", &big, false);
+        bytes.extend(Frame::headers(id, &block, false).to_bytes());
+    }
+    bytes.extend(cancel(3));
+    for id in (7..=21).step_by(2) {
+        let path = format!("/a.B/M{id}");
+        let block = small_block_of_big_fields(&mut peer, &path, &big, false);
+        bytes.extend(Frame::headers(id, &block, false).to_bytes());
+        bytes.extend(cancel(id));
+    }
+    let events = peer.feed(&bytes);
+    let Some(Event::Request {
+        fields, block_id, ..
+    }) = events
+        .iter()
+        .find(|event| matches!(event, Event::Request { stream: 5, .. }))
+        .cloned()
+    else {
+        panic!("{events:?}");
+    };
+    assert!(block_id != 0, "remembered");
+    let (list, range) = peer.conn.request_fields(fields, block_id);
+    let path = list
+        .iter(range)
+        .find(|(name, _)| *name == b":path")
+        .map(|(_, value)| value.to_vec());
+    assert_eq!(path.as_deref(), Some(&b"/a.B/Kept"[..]), "{events:?}");
+}
+
 #[test]
 fn self_dependency_is_a_stream_error() {
     let mut peer = Peer::default();

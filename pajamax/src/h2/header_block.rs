@@ -217,6 +217,16 @@ impl RepeatedBlock {
         entry.used_in = self.batch;
     }
 
+    /// No event of this batch names remembered block `id` any more (its
+    /// stream was reset in the batch that opened it): its fields need not
+    /// be kept past its place among the remembered ones.
+    pub(crate) fn unnamed(&mut self, id: u64) {
+        if let Some(entry) = self.entries.iter_mut().find(|entry| entry.id == id) {
+            entry.used_in = u32::MAX;
+        }
+        self.retired.retain(|(retired, _)| *retired != id);
+    }
+
     /// Decodes a request block, or takes what the same block decoded to last
     /// time. A block decoded afresh has its fields appended to `fields`; a
     /// remembered one leaves `fields` alone, its fields are

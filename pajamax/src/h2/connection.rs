@@ -784,36 +784,21 @@ impl Connection {
         };
         let mut opened_here = false;
         if state.event_batch == self.batch {
-            let fields_end = self.fields.len();
-            let (mut fields_left, mut block_left) = (None, 0);
+            let mut block_left = 0;
             events.retain(|event| match event {
                 Event::Request {
                     stream: id,
-                    fields,
                     block_id,
                     ..
                 } if *id == stream => {
                     opened_here = true;
-                    if fields.end == fields_end {
-                        fields_left = Some(fields.start);
-                    }
                     block_left = *block_id;
                     false
                 }
                 other => other.stream() != stream,
             });
-            // What its headers decoded to goes too, unless another event
-            // of the read names it: a read of streams opened and reset at
-            // once does not pile fields up.
-            if let Some(start) = fields_left {
-                self.fields.truncate(start);
-            }
-            if block_left != 0
-                && !events.iter().any(|event| {
-                    matches!(event, Event::Request { block_id, .. } if *block_id == block_left)
-                })
-            {
-                self.repeated.unnamed(block_left);
+            if opened_here {
+                self.let_go_of_fields(block_left, events);
             }
         }
         if !opened_here {
@@ -823,6 +808,31 @@ impl Connection {
             });
         }
         true
+    }
+
+    /// A request opened in this batch, with remembered block `block_id`
+    /// (0 for none), was taken back: what no event left names goes (the
+    /// read's fields past the last request's, the block's mark unless
+    /// another request names it). So a read of streams opened and reset at
+    /// once holds no more than the requests it leaves.
+    fn let_go_of_fields(&mut self, block_id: u64, events: &[Event]) {
+        let mut named_end = 0;
+        let mut block_named = false;
+        for event in events {
+            if let Event::Request {
+                fields,
+                block_id: other,
+                ..
+            } = event
+            {
+                named_end = named_end.max(fields.end);
+                block_named |= *other == block_id;
+            }
+        }
+        self.fields.truncate(named_end);
+        if block_id != 0 && !block_named {
+            self.repeated.unnamed(block_id);
+        }
     }
 
     /// Forgets a stream and the response data it had queued; returns its

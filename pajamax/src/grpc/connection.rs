@@ -1385,7 +1385,9 @@ impl GrpcConnection {
             let next = match call.inbound.next_message(self.max_message, compressed_ok) {
                 Ok(next) => next,
                 Err(status) => {
-                    let call = self.take_call(stream).expect("found above");
+                    // The answers to the messages before it go first.
+                    let mut call = self.take_call(stream).expect("found above");
+                    self.flush_outgoing(stream, &mut call);
                     return self.end_call(stream, call, Some(status));
                 }
             };
@@ -1398,7 +1400,8 @@ impl GrpcConnection {
                 let inflated = &mut self.inflated;
                 if let Err(status) = compression::inflate_framed(framed, self.max_message, inflated)
                 {
-                    let call = self.take_call(stream).expect("found above");
+                    let mut call = self.take_call(stream).expect("found above");
+                    self.flush_outgoing(stream, &mut call);
                     return self.end_call(stream, call, Some(status));
                 }
                 framed = inflated;
@@ -1527,10 +1530,13 @@ impl GrpcConnection {
                     }
                     shared.cancel(CancelReason::Ended);
                 }
-                let outcome = outcome.and_then(|inner| inner);
+                // What the handler sent goes before its status, also
+                // before an error it returned (as from `on_message`); not
+                // after a panic.
                 if outcome.is_ok() {
                     self.flush_outgoing(stream, &mut call);
                 }
+                let outcome = outcome.and_then(|inner| inner);
                 self.end_call(stream, call, outcome.err());
             }
             State::Remote(remote) if remote.incoming => {
@@ -2412,10 +2418,14 @@ mod tests {
     use std::time::Duration;
 
     /// `test.S/Split` (server streaming: the request's bytes one by one)
-    /// and `test.S/Chat` (bidi on the worker: each message back).
+    /// and `test.S/Chat` (bidi on the worker: each message back; after a
+    /// message `bye`, the end sends `bye!` and fails with ABORTED).
     struct Split;
 
-    struct Back;
+    #[derive(Default)]
+    struct Back {
+        parting: bool,
+    }
 
     impl BidiHandler<Vec<u8>, Vec<u8>> for Back {
         fn on_message(
@@ -2424,7 +2434,20 @@ mod tests {
             message: Vec<u8>,
             responses: &mut Responses<'_, Vec<u8>>,
         ) -> Result<(), Status> {
+            self.parting = message == b"bye";
             responses.send(&message);
+            Ok(())
+        }
+
+        fn on_end(
+            &mut self,
+            _: &mut Context<'_>,
+            responses: &mut Responses<'_, Vec<u8>>,
+        ) -> Result<(), Status> {
+            if self.parting {
+                responses.send(&b"bye!".to_vec());
+                return Err(Status::aborted("parted"));
+            }
             Ok(())
         }
     }
@@ -2500,7 +2523,7 @@ mod tests {
         }
 
         fn bidi_streaming(&self, _: usize, _: &mut Context<'_>) -> Result<RawInbound, Status> {
-            Ok(BidiStream::<Vec<u8>, Vec<u8>>::on_worker(Back).into_raw())
+            Ok(BidiStream::<Vec<u8>, Vec<u8>>::on_worker(Back::default()).into_raw())
         }
     }
 
@@ -2578,6 +2601,61 @@ mod tests {
             let messages = heard.messages_on(stream);
             assert_eq!(messages.len(), 10_000);
             assert!(messages.iter().all(|m| *m == [0x0a, 1, 7]));
+        }
+    }
+
+    /// What a bidirectional handler sends in its `on_end` goes out before
+    /// the status it ends with, as what it sends before an error from
+    /// `on_message` does.
+    #[test]
+    fn messages_sent_at_the_end_go_before_the_error_it_returns() {
+        let mut conn = connection();
+        let mut client = Client::new();
+        let mut input = Client::handshake(&[]);
+        let request = prost::Message::encode_to_vec(&b"bye".to_vec());
+        input.extend(client.request(1, "/test.S/Chat", &request));
+        conn.recv(&input, Instant::now());
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        assert_eq!(heard.status(1), Some("10"), "ABORTED");
+        let bye = prost::Message::encode_to_vec(&b"bye".to_vec());
+        let parting = prost::Message::encode_to_vec(&b"bye!".to_vec());
+        assert_eq!(heard.messages_on(1), vec![&bye[..], &parting[..]]);
+    }
+
+    /// Answers to the messages of a read go out before the status of a
+    /// message after them that the call cannot take (too large, or not
+    /// inflating): a bad message ends the call, it does not take back what
+    /// was answered already.
+    #[test]
+    fn answers_before_a_bad_message_go_before_its_status() {
+        let good = |m: &[u8]| {
+            pajamax_test_peer::grpc::message(&prost::Message::encode_to_vec(&m.to_vec()))
+        };
+        // Past the message size limit; and compressed, but not gzip.
+        let too_large = [0, 0xff, 0xff, 0xff, 0xff];
+        let bad_gzip = [1, 0, 0, 0, 3, 1, 2, 3];
+        for (bad, encoding, code) in [
+            (&too_large[..], "identity", "8"),
+            (&bad_gzip[..], "gzip", "13"),
+        ] {
+            let mut conn = connection();
+            let mut client = Client::new();
+            let mut input = Client::handshake(&[]);
+            client
+                .request_headers(1, "/test.S/Chat", &[("grpc-encoding", encoding)], false)
+                .write(&mut input);
+            let mut body = good(b"a");
+            body.extend(good(b"b"));
+            body.extend(bad);
+            Frame::data(1, &body, false).write(&mut input);
+            conn.recv(&input, Instant::now());
+            hear(&mut conn, &mut client);
+            let heard = client.take_heard();
+            assert_eq!(heard.status(1), Some(code), "{encoding}");
+            let a = prost::Message::encode_to_vec(&b"a".to_vec());
+            let b = prost::Message::encode_to_vec(&b"b".to_vec());
+            assert_eq!(heard.messages_on(1), vec![&a[..], &b[..]], "{encoding}");
         }
     }
 

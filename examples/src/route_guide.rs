@@ -144,7 +144,8 @@ fn in_range(point: &Point, a: &Point, b: &Point) -> bool {
     (lat_lo..=lat_hi).contains(&point.latitude) && (lon_lo..=lon_hi).contains(&point.longitude)
 }
 
-/// `RecordRoute` on the worker: the summary grows with each point.
+/// `RecordRoute` on the worker: the summary grows with each point. A
+/// distance past what an int32 holds ends the call with `OUT_OF_RANGE`.
 struct RouteRecorder {
     guide: RouteGuideService,
     started: Instant,
@@ -159,7 +160,11 @@ impl ClientStreamHandler<Point, RouteSummary> for RouteRecorder {
             self.summary.feature_count += 1;
         }
         if let Some(last) = &self.last {
-            self.summary.distance += distance(last, &point);
+            self.summary.distance = self
+                .summary
+                .distance
+                .checked_add(distance(last, &point))
+                .ok_or_else(|| Status::out_of_range("a route longer than an int32 of metres"))?;
         }
         self.last = Some(point);
         Ok(())
@@ -180,6 +185,8 @@ pub fn distance(a: &Point, b: &Point) -> i32 {
     let dlat = lat2 - lat1;
     let dlon = radians(b.longitude) - radians(a.longitude);
     let h = (dlat / 2.0).sin().powi(2) + lat1.cos() * lat2.cos() * (dlon / 2.0).sin().powi(2);
+    // Rounding may put `h` a hair above one for points nearly opposite.
+    let h = h.min(1.0);
     (2.0 * EARTH_RADIUS_M * h.sqrt().atan2((1.0 - h).sqrt())) as i32
 }
 
@@ -224,6 +231,21 @@ mod tests {
         // One degree of latitude is about 111 km.
         assert!((111_000..111_400).contains(&distance(&a, &b)));
         assert_eq!(distance(&a, &a), 0);
+    }
+
+    #[test]
+    fn antipodal_points_are_half_a_circumference_apart() {
+        // Rounding puts the haversine of these points a hair above one.
+        let a = Point {
+            latitude: 17_283_938,
+            longitude: 0,
+        };
+        let b = Point {
+            latitude: -17_283_938,
+            longitude: 1_800_000_000,
+        };
+        // Half of the earth's circumference: about 20,015 km.
+        assert!((20_000_000..20_030_000).contains(&distance(&a, &b)));
     }
 
     #[test]

@@ -454,6 +454,20 @@ fn the_binary_rejects_a_bad_setting() {
     assert!(stderr.contains("DICT_STORE_SHARDS"), "{stderr}");
 }
 
+#[test]
+fn the_binary_rejects_a_queue_too_large_to_make() {
+    // A queue takes room for all its calls when it is made.
+    let output = Command::new(env!("CARGO_BIN_EXE_dict_store"))
+        .arg("127.0.0.1:0")
+        .env("DICT_STORE_QUEUE_SIZE", "18446744073709551615")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("DICT_STORE_QUEUE_SIZE"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 /// A backend whose first call waits until `release` gets a message, so
 /// the calls after it wait in the queue; `started` tells when it holds the
 /// first call.

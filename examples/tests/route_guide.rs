@@ -100,6 +100,37 @@ async fn record_route_sums_up_the_points() {
 }
 
 #[tokio::test]
+async fn record_route_refuses_a_distance_past_an_int32() {
+    let (_server, addr) = start();
+    let channel = connect(&addr).await;
+    // Back and forth across the globe: about 20,000 km a leg, so the
+    // distance passes i32::MAX metres after 108 legs.
+    let route: Vec<Point> = (0..200)
+        .map(|i| point(0, if i % 2 == 0 { 0 } else { 1_800_000_000 }))
+        .collect();
+    let status = client_streaming::<_, RouteSummary>(
+        channel.clone(),
+        "/routeguide.RouteGuide/RecordRoute",
+        route,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
+    // A route short of the limit is summed up as ever.
+    let route: Vec<Point> = (0..100)
+        .map(|i| point(0, if i % 2 == 0 { 0 } else { 1_800_000_000 }))
+        .collect();
+    let summary: RouteSummary =
+        client_streaming(channel, "/routeguide.RouteGuide/RecordRoute", route)
+            .await
+            .unwrap();
+    assert_eq!(
+        summary.distance,
+        99 * distance(&point(0, 0), &point(0, 1_800_000_000))
+    );
+}
+
+#[tokio::test]
 async fn route_chat_answers_with_earlier_notes_at_the_same_point() {
     let (_server, addr) = start();
     let channel = connect(&addr).await;

@@ -41,7 +41,8 @@ impl<T> Clone for Sender<T> {
 /// The receiving side, owned by the backend thread.
 pub type Receiver<T> = mpsc::Receiver<T>;
 
-/// A queue holding at most `capacity` items (at least 1).
+/// A queue holding at most `capacity` items (at least 1); the room for
+/// all of them is taken when it is made.
 pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     let capacity = capacity.max(1);
     let (inner, receiver) = mpsc::sync_channel(capacity);

@@ -8,7 +8,8 @@
 //!   (default 4).
 //! - `DICT_STORE_QUEUE_SIZE`: how many calls each backend's queue holds
 //!   before further calls are answered `RESOURCE_EXHAUSTED` (default
-//!   `pajamax::dispatch::DEFAULT_QUEUE_SIZE`, 1024).
+//!   `pajamax::dispatch::DEFAULT_QUEUE_SIZE`, 1024; at most 1,048,576, as
+//!   a queue takes room for all its calls when it is made).
 
 use pajamax_examples::dict_store::dict_store_server::DictStoreServer;
 use pajamax_examples::dict_store::spawn_backends;
@@ -16,6 +17,8 @@ use std::io;
 
 /// The number of shards when `DICT_STORE_SHARDS` is not set.
 const DEFAULT_SHARDS: usize = 4;
+/// The most calls `DICT_STORE_QUEUE_SIZE` may ask a queue to hold.
+const MAX_QUEUE_SIZE: usize = 1 << 20;
 
 /// The positive number the environment variable `name` holds, or `default`
 /// when it is not set.
@@ -45,6 +48,12 @@ fn main() -> io::Result<()> {
         "DICT_STORE_QUEUE_SIZE",
         pajamax::dispatch::DEFAULT_QUEUE_SIZE,
     )?;
+    if queue_size > MAX_QUEUE_SIZE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("DICT_STORE_QUEUE_SIZE must be at most {MAX_QUEUE_SIZE}, not {queue_size}"),
+        ));
+    }
     let (router, _backends) = spawn_backends(shards, queue_size);
     let builder = pajamax::Server::builder().add_service(DictStoreServer::new(router));
     // Health checking (grpc.health.v1.Health): every service SERVING.

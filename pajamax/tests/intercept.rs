@@ -365,3 +365,216 @@ async fn interceptor_metadata_reaches_every_kind_of_call() {
     assert_eq!(status.metadata().get("x-checked").unwrap(), "yes");
     common::stop(server).await;
 }
+
+/// A compressed request message counts in `FinishedCall::request_bytes`
+/// inflated, as the handler takes it, on every kind of call: the same
+/// messages count the same whether they go to a unary call or a stream.
+#[tokio::test]
+async fn observers_count_compressed_requests_inflated_on_every_kind_of_call() {
+    use common::streams::{Item, PaddedAsk};
+    use prost::Message;
+    use tonic::codec::CompressionEncoding;
+    use tonic::codegen::http::uri::PathAndQuery;
+
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let record = calls.clone();
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1).observe(
+        move |call: &FinishedCall<'_>| {
+            record
+                .lock()
+                .unwrap()
+                .push((call.method.to_string(), call.code, call.request_bytes));
+        },
+    ));
+    let channel = connect(&server).await;
+    // Compresses well: what goes on the wire is far smaller.
+    let ask = PaddedAsk {
+        interval_ms: 0,
+        value: 1,
+        blob: vec![7; 4000],
+    };
+    let framed = ask.encoded_len() as u64 + 5;
+    let client =
+        || tonic::client::Grpc::new(channel.clone()).send_compressed(CompressionEncoding::Gzip);
+    let codec = || tonic_prost::ProstCodec::<PaddedAsk, Item>::default();
+    let path = |method: &str| PathAndQuery::try_from(format!("/test.Streams/{method}")).unwrap();
+    let mut unary = client();
+    unary.ready().await.unwrap();
+    unary
+        .unary(tonic::Request::new(ask.clone()), path("Unary"), codec())
+        .await
+        .unwrap();
+    for method in ["Sum", "SumThread"] {
+        let mut streaming = client();
+        streaming.ready().await.unwrap();
+        let asks = tokio_stream::iter(vec![ask.clone(), ask.clone()]);
+        let sum = streaming
+            .client_streaming(tonic::Request::new(asks), path(method), codec())
+            .await
+            .unwrap();
+        assert_eq!(sum.get_ref().value, 2, "{method}");
+    }
+    for method in ["Echo", "EchoThread"] {
+        let mut streaming = client();
+        streaming.ready().await.unwrap();
+        let asks = tokio_stream::iter(vec![ask.clone(), ask.clone()]);
+        let response = streaming
+            .streaming(tonic::Request::new(asks), path(method), codec())
+            .await
+            .unwrap();
+        let (items, end, _) = streams::collect(response.into_inner()).await;
+        end.unwrap();
+        assert_eq!(items.len(), 2, "{method}");
+    }
+    for _ in 0..200 {
+        if calls.lock().unwrap().len() == 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut seen = calls.lock().unwrap().clone();
+    seen.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        seen,
+        [
+            ("Echo".to_string(), Code::Ok, 2 * framed),
+            ("EchoThread".to_string(), Code::Ok, 2 * framed),
+            ("Sum".to_string(), Code::Ok, 2 * framed),
+            ("SumThread".to_string(), Code::Ok, 2 * framed),
+            ("Unary".to_string(), Code::Ok, framed),
+        ]
+    );
+    common::stop(server).await;
+}
+
+/// A call refused at once because the connection's requests waiting for
+/// other threads take all the room (`RESOURCE_EXHAUSTED`) still carries
+/// the metadata its interceptor added, as any other status does: a
+/// deferred unary call and a server stream sent to a thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interceptor_metadata_reaches_calls_refused_for_room() {
+    const BLOB: usize = 1000;
+    let server = common::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_buffered_request_bytes(BLOB + 100)
+            .intercept(|_: &CallInfo<'_>, ctx: &mut Context<'_>| {
+                ctx.headers_mut().insert("x-checked", "yes").unwrap();
+                ctx.trailers_mut().insert("x-seen", "yes").unwrap();
+                Ok(())
+            })
+            .add_service(Streams {
+                seen: Default::default(),
+            }),
+    );
+    let channel = connect(&server).await;
+    let held = |sleep_ms| {
+        tonic::Request::new(common::ProbeRequest {
+            text: "held".into(),
+            blob: vec![7; BLOB],
+            sleep_ms,
+            ..Default::default()
+        })
+    };
+    // The first request waiting for a thread is taken whatever its size.
+    let first = tokio::spawn(call(channel.clone(), "Defer", held(300)));
+    for _ in 0..1000 {
+        if server.stats().peak_queued_request_bytes >= BLOB {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(server.stats().peak_queued_request_bytes >= BLOB);
+    let status = call(channel.clone(), "Defer", held(0)).await.unwrap_err();
+    common::assert_status(
+        &status,
+        tonic::Code::ResourceExhausted,
+        "wait for other threads",
+    );
+    assert_eq!(status.metadata().get("x-checked").unwrap(), "yes");
+    assert_eq!(status.metadata().get("x-seen").unwrap(), "yes");
+    // `count` 0: no messages; the blob makes the request too large to
+    // wait beside the first.
+    let ask = streams::PaddedAsk {
+        blob: vec![7; 200],
+        ..Default::default()
+    };
+    let mut client = tonic::client::Grpc::new(channel.clone());
+    client.ready().await.unwrap();
+    let status = client
+        .server_streaming(
+            tonic::Request::new(ask),
+            tonic::codegen::http::uri::PathAndQuery::from_static("/test.Streams/CountThread"),
+            tonic_prost::ProstCodec::<streams::PaddedAsk, streams::Item>::default(),
+        )
+        .await
+        .unwrap_err();
+    common::assert_status(
+        &status,
+        tonic::Code::ResourceExhausted,
+        "wait for other threads",
+    );
+    assert_eq!(status.metadata().get("x-checked").unwrap(), "yes");
+    assert_eq!(status.metadata().get("x-seen").unwrap(), "yes");
+    // The call held is answered, with the metadata.
+    let reply = first.await.unwrap().unwrap();
+    assert_eq!(reply.get_ref().text, "held");
+    assert_eq!(reply.metadata().get("x-checked").unwrap(), "yes");
+    assert_eq!(reply.metadata().get("x-seen").unwrap(), "yes");
+    common::stop(server).await;
+}
+
+/// A read of more requests than one batch takes is run in several
+/// batches; every call of the read is timed from the read that brought it,
+/// not from its batch. The first request blocks the worker: every call
+/// read with it is answered after it, and so took longer.
+#[test]
+fn observers_time_every_batch_of_a_read_from_the_read() {
+    use common::raw::RawPeer;
+    use prost::Message;
+
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let record = calls.clone();
+    let server = common::start(pajamax::Server::builder().workers(1).observe(
+        move |call: &FinishedCall<'_>| {
+            record
+                .lock()
+                .unwrap()
+                .push((call.method.to_string(), call.code, call.duration));
+        },
+    ));
+    let mut peer = RawPeer::handshake(server.local_addr(), &[]);
+    let sleep = common::ProbeRequest {
+        sleep_ms: 50,
+        ..Default::default()
+    };
+    let mut bytes = peer.request(1, "/test.Probe/Sleep", &sleep.encode_to_vec());
+    // Two events each (headers, body): far more than one batch of events.
+    const ECHOES: u32 = 400;
+    let echo = common::ProbeRequest {
+        text: "x".into(),
+        ..Default::default()
+    };
+    for i in 1..=ECHOES {
+        bytes.extend(peer.request(2 * i + 1, "/test.Probe/Echo", &echo.encode_to_vec()));
+    }
+    assert!(bytes.len() < 32 << 10, "{} bytes: one read", bytes.len());
+    peer.send(&bytes);
+    let heard = peer.listen(Duration::from_secs(20), |h| {
+        h.statuses.len() == ECHOES as usize + 1
+    });
+    assert_eq!(heard.statuses.len(), ECHOES as usize + 1, "{heard:?}");
+    assert!(heard.statuses.iter().all(|(_, status)| status == "0"));
+    // Observers run on the worker before its answers are written.
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), ECHOES as usize + 1);
+    assert_eq!(calls[0].0, "Sleep");
+    let slept = calls[0].2;
+    assert!(slept >= Duration::from_millis(50));
+    for (method, code, duration) in &calls[1..] {
+        assert_eq!((method.as_str(), *code), ("Echo", Code::Ok));
+        assert!(*duration >= slept, "{duration:?} < {slept:?}");
+    }
+    drop(peer);
+    server.shutdown();
+}

@@ -31,6 +31,12 @@ impl Clock {
         Clock { at: Cell::new(at) }
     }
 
+    /// The step's time if it was given or read, without reading it.
+    #[inline(always)]
+    pub fn peek(&self) -> Option<Instant> {
+        self.at.get()
+    }
+
     /// The step's time: the same answer every time it is asked. Out of
     /// line: asked for only off the common path.
     #[inline(never)]

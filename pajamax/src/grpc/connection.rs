@@ -508,6 +508,12 @@ impl GrpcConnection {
 
     // ----- input -----
 
+    /// The time of the step just done, if anything in it read the clock.
+    #[inline(always)]
+    pub(crate) fn step_time(&self) -> Option<Instant> {
+        self.clock.peek()
+    }
+
     /// Processes the complete frames at the start of `input`, runs every
     /// request they complete, and returns how many bytes it used. `now` is
     /// the time the bytes were read, for deadlines.
@@ -1406,6 +1412,9 @@ impl GrpcConnection {
                 }
                 framed = inflated;
             }
+            // The message as the handler takes it, inflated: as a unary
+            // call's request counts.
+            let message_len = framed.len() as u64;
             let taken = match &mut call.state {
                 State::Handling { handler, blocked } => {
                     if *blocked {
@@ -1462,7 +1471,7 @@ impl GrpcConnection {
                 _ => return,
             };
             call.inbound.consume(range.len());
-            call.request_bytes += range.len() as u64;
+            call.request_bytes += message_len;
             self.buffered -= range.len();
             if taken && (self.outgoing.messages.len() >= PRODUCE_CHUNK || self.outgoing.headers_now)
             {

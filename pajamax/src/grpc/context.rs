@@ -179,7 +179,8 @@ impl<'a> Context<'a> {
     /// Once deferred, what the handler returns is ignored: the call is
     /// answered by the responder, or with `INTERNAL` if the responder is
     /// dropped unused. Response metadata set on this context so far moves
-    /// to the responder; set more there. Deferring applies to unary calls
+    /// to the responder; set more there. (A call refused at once, below,
+    /// keeps it: its answer carries it.) Deferring applies to unary calls
     /// and to the end of a client stream ([`ClientStreamHandler::on_end`](
     /// crate::ClientStreamHandler::on_end)); elsewhere, and outside a
     /// running server (a context made with [`Context::new`]), the
@@ -196,9 +197,29 @@ impl<'a> Context<'a> {
     pub fn defer(&mut self) -> Responder {
         let shared = self.open_remote();
         let mut responder = Responder::new(shared);
-        *responder.headers_mut() = std::mem::take(&mut self.response.headers);
-        *responder.trailers_mut() = std::mem::take(&mut self.response.trailers);
+        let (headers, trailers) = self.metadata_for_thread();
+        *responder.headers_mut() = headers;
+        *responder.trailers_mut() = trailers;
         responder
+    }
+
+    /// The response metadata set so far, taken for the thread that answers
+    /// the call once it went there ([`Context::open_remote`]). A call
+    /// refused for lack of room is answered at once on the worker, with
+    /// this metadata (an interceptor's, say): it stays, and the thread,
+    /// whose answer goes nowhere, gets none.
+    pub(crate) fn metadata_for_thread(&mut self) -> (Metadata, Metadata) {
+        if self
+            .remote
+            .as_ref()
+            .is_some_and(|shared| shared.is_refused())
+        {
+            return (Metadata::new(), Metadata::new());
+        }
+        (
+            std::mem::take(&mut self.response.headers),
+            std::mem::take(&mut self.response.trailers),
+        )
     }
 
     /// Whether the call was sent to another thread ([`Context::defer`], or

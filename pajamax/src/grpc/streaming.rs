@@ -232,11 +232,12 @@ impl<M: prost::Message + 'static> ServerStream<M> {
 
     /// Messages sent from another thread through the returned [`Sink`];
     /// return the stream from the handler and move the sink to the thread.
-    /// The response metadata set on `ctx` so far moves to the sink.
+    /// The response metadata set on `ctx` so far moves to the sink, unless
+    /// the call is refused at once for lack of room for its request (as for
+    /// [`Context::defer`]): its answer carries it.
     pub fn channel(ctx: &mut Context<'_>) -> (ServerStream<M>, Sink<M>) {
         let shared = ctx.open_remote();
-        let headers = std::mem::take(ctx.headers_mut());
-        let trailers = std::mem::take(ctx.trailers_mut());
+        let (headers, trailers) = ctx.metadata_for_thread();
         (
             ServerStream {
                 production: Production::Remote,
@@ -534,8 +535,9 @@ where
     pub fn channel(ctx: &mut Context<'_>) -> (ClientStream<Req, Resp>, Streaming<Req>, Responder) {
         let shared = ctx.open_remote();
         let mut responder = Responder::new(shared.clone());
-        *responder.headers_mut() = std::mem::take(ctx.headers_mut());
-        *responder.trailers_mut() = std::mem::take(ctx.trailers_mut());
+        let (headers, trailers) = ctx.metadata_for_thread();
+        *responder.headers_mut() = headers;
+        *responder.trailers_mut() = trailers;
         (
             ClientStream {
                 inbound: Inbound::Remote,
@@ -634,8 +636,7 @@ where
     /// response metadata set on `ctx` so far moves to the sink.
     pub fn channel(ctx: &mut Context<'_>) -> (BidiStream<Req, Resp>, Streaming<Req>, Sink<Resp>) {
         let shared = ctx.open_remote();
-        let headers = std::mem::take(ctx.headers_mut());
-        let trailers = std::mem::take(ctx.trailers_mut());
+        let (headers, trailers) = ctx.metadata_for_thread();
         (
             BidiStream {
                 inbound: Inbound::Remote,

@@ -850,8 +850,12 @@ fn serve(
 #[inline(always)]
 fn process(conn: &mut Conn, input: &[u8], config: &RuntimeConfig) -> io::Result<usize> {
     let mut used = 0;
+    // The time of the read, once a batch has read it (for a deadline, or
+    // for observers): the later batches of the same read share it, so a
+    // call in one of them is timed from the read that brought it.
+    let mut read_at = None;
     loop {
-        let taken = conn.grpc.recv_at(&input[used..], None);
+        let taken = conn.grpc.recv_at(&input[used..], read_at);
         used += taken;
         if conn.grpc.output_len() > config.max_pending_output {
             flush(conn)?;
@@ -864,6 +868,8 @@ fn process(conn: &mut Conn, input: &[u8], config: &RuntimeConfig) -> io::Result<
             flush(conn)?;
             return Ok(used);
         }
+        // Another batch of the same read follows.
+        read_at = conn.grpc.step_time();
     }
 }
 

@@ -1053,7 +1053,7 @@ impl GrpcConnection {
     #[cold]
     fn refuse(&mut self, stream: u32, call: Box<Call>, status: &Status) {
         if let (true, Some(route)) = (self.observing, call.route) {
-            let started = call.started.unwrap_or(self.clock.now());
+            let started = call.started.unwrap_or_else(|| self.clock.now());
             self.observe(route, status.code(), started, call.request_bytes, 0);
         }
         self.recycle(call);

@@ -166,9 +166,7 @@ pub(crate) struct Worker {
     /// Brings the sweep once per tick.
     ticker: Ticker,
     shutting_down_since: Option<Instant>,
-    /// When the shutdown next needs a sweep at once: the end of its grace
-    /// period (until that sweep), or, once it is cut short, any time
-    /// passed (every turn).
+    /// When the shutdown's grace period ends, until the sweep that ends it.
     grace_ends: Option<Instant>,
     /// The shutdown's grace period was cut short.
     stopping_now: bool,
@@ -331,11 +329,8 @@ impl Worker {
     /// Returns whether the worker is done: no connection left.
     #[cold]
     fn shutdown_turn_ends(&mut self) -> bool {
-        if self.stopping_now {
-            self.grace_ends = Some(Instant::now());
-        }
-        let grace_over = self.grace_over();
-        if self.ticker.take_due() || grace_over {
+        let sweep_now = self.stopping_now || self.grace_over();
+        if self.ticker.take_due() || sweep_now {
             self.sweep(Instant::now());
         }
         if self.conns.iter().all(Option::is_none) {
@@ -366,21 +361,24 @@ impl Worker {
     }
 
     /// [`Worker::wait_limit`] while shutting down: no later than
-    /// `grace_ends`.
+    /// `grace_ends`, and no wait at all once the shutdown is cut short
+    /// (each turn sweeps).
     #[cold]
     fn grace_limit(&self, until: Option<Duration>) -> Option<Duration> {
+        if self.stopping_now {
+            return Some(Duration::ZERO);
+        }
         match self.grace_ends {
             Some(end) => earlier(until, end.saturating_duration_since(Instant::now())),
             None => until,
         }
     }
 
-    /// Whether the shutdown's sweep is due now (see `grace_ends`),
-    /// which is then forgotten unless the shutdown was cut short.
+    /// Whether the grace period has just ended: its sweep is due (once).
     #[cold]
     fn grace_over(&mut self) -> bool {
         let over = self.grace_ends.is_some_and(|end| Instant::now() >= end);
-        if over && !self.stopping_now {
+        if over {
             self.grace_ends = None;
         }
         over

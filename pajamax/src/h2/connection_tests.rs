@@ -741,17 +741,21 @@ fn malformed_request_is_reset_and_the_connection_goes_on() {
     assert_eq!(peer.feed(&bytes).len(), 1);
 }
 
+/// HEADERS on stream 1 with `content-length` fields of `lengths`, then
+/// `body` as its last DATA.
+fn request_with_lengths(peer: &mut Peer, lengths: &[&str], body: &[u8]) -> Vec<u8> {
+    let mut fields = vec![(":method", "POST"), (":scheme", "http"), (":path", "/")];
+    fields.extend(lengths.iter().map(|length| ("content-length", *length)));
+    let block = peer.block(&fields);
+    let mut bytes = Frame::headers(1, &block, false).to_bytes();
+    bytes.extend(data(1, body, true));
+    bytes
+}
+
 #[test]
 fn content_length_must_match_the_data() {
     let mut peer = Peer::default();
-    let block = peer.block(&[
-        (":method", "POST"),
-        (":scheme", "http"),
-        (":path", "/"),
-        ("content-length", "3"),
-    ]);
-    let mut bytes = Frame::headers(1, &block, false).to_bytes();
-    bytes.extend(data(1, b"ab", true));
+    let bytes = request_with_lengths(&mut peer, &["3"], b"ab");
     peer.feed(&bytes);
     assert_eq!(
         rst_reason(&peer.take_frames(), 1),
@@ -763,15 +767,7 @@ fn content_length_must_match_the_data() {
 fn content_lengths_that_disagree_are_a_stream_error() {
     let mut peer = Peer::default();
     // The body matches the second length, not the first.
-    let block = peer.block(&[
-        (":method", "POST"),
-        (":scheme", "http"),
-        (":path", "/"),
-        ("content-length", "0"),
-        ("content-length", "2"),
-    ]);
-    let mut bytes = Frame::headers(1, &block, false).to_bytes();
-    bytes.extend(data(1, b"ab", true));
+    let bytes = request_with_lengths(&mut peer, &["0", "2"], b"ab");
     assert!(peer.feed(&bytes).is_empty(), "no request is read");
     assert_eq!(
         rst_reason(&peer.take_frames(), 1),

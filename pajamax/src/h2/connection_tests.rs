@@ -543,24 +543,13 @@ fn refused_remembered_blocks_leave_no_fields_behind() {
     // a large table entry, so its fields are a thousand times its bytes. A
     // block that opens nothing must not stay behind when another block
     // takes its place among the remembered ones.
-    let mut peer = Peer::new(Config {
+    let (mut peer, big, mut bytes) = with_big_entry(Config {
         max_concurrent_streams: 1,
         ..Config::default()
     });
-    let big = "v".repeat(4000);
-    let mut bytes = peer
-        .client
-        .request_headers(1, "/a.B/C", &[("x-big", &big)], false)
-        .to_bytes();
     for id in (3..=401).step_by(2) {
         let path = format!("/a.B/M{id}");
-        let block = peer.client.literal_block(&[
-            (":method", "POST"),
-            (":scheme", "http"),
-            (":path", &path),
-            ("x-big", &big),
-        ]);
-        assert!(block.len() < 32, "x-big is one index");
+        let block = small_block_of_big_fields(&mut peer, &path, &big, false);
         bytes.extend(Frame::headers(id, &block, false).to_bytes());
     }
     let events = peer.feed(&bytes);
@@ -571,6 +560,18 @@ fn refused_remembered_blocks_leave_no_fields_behind() {
         "no event names a refused block"
     );
     assert!(peer.take_frames().len() >= 200);
+}
+
+/// A peer whose table holds a large entry, `x-big` with the value
+/// returned, once the bytes returned (stream 1's request) are fed.
+fn with_big_entry(config: Config) -> (Peer, String, Vec<u8>) {
+    let mut peer = Peer::new(config);
+    let big = "v".repeat(4000);
+    let bytes = peer
+        .client
+        .request_headers(1, "/a.B/C", &[("x-big", &big)], false)
+        .to_bytes();
+    (peer, big, bytes)
 }
 
 /// A block that refers to a large table entry, `big`, on `stream`: a
@@ -604,12 +605,7 @@ fn fields_of_streams_reset_in_the_same_read_are_let_go() {
     // Each stream reset right after it opened, or ten opened and then
     // reset in the order they opened.
     for (fresh, group) in [(false, 1), (true, 1), (true, 10)] {
-        let mut peer = Peer::new(Config::default());
-        let big = "v".repeat(4000);
-        let mut bytes = peer
-            .client
-            .request_headers(1, "/a.B/C", &[("x-big", &big)], false)
-            .to_bytes();
+        let (mut peer, big, mut bytes) = with_big_entry(Config::default());
         let ids: Vec<u32> = (3..=401).step_by(2).collect();
         for ids in ids.chunks(group) {
             for &id in ids {
@@ -644,12 +640,7 @@ fn a_remembered_block_named_by_an_event_left_keeps_its_fields() {
     // Streams 3 and 5 send the same block; 3 is reset, 5 stays: the block
     // is still named, and its fields stay for stream 5 even once other
     // blocks have taken its place among the remembered ones.
-    let mut peer = Peer::new(Config::default());
-    let big = "v".repeat(4000);
-    let mut bytes = peer
-        .client
-        .request_headers(1, "/a.B/C", &[("x-big", &big)], false)
-        .to_bytes();
+    let (mut peer, big, mut bytes) = with_big_entry(Config::default());
     for id in [3, 5] {
         let block = small_block_of_big_fields(&mut peer, "/a.B/Kept", &big, false);
         bytes.extend(Frame::headers(id, &block, false).to_bytes());

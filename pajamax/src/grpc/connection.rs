@@ -137,9 +137,8 @@ const LENT_PER_PRODUCE_LIMIT: usize = 4;
 /// messages and deflating answers.
 const KEPT_COMPRESSION_ROOM: usize = 64 << 10;
 
-/// The most room the list of h2 events keeps between reads, or, while the
-/// room is lent, once the connection was served
-/// ([`GrpcConnection::reclaim_room`]).
+/// The most room a connection's own list of h2 events keeps between reads
+/// ([`GrpcConnection::recv`]).
 const KEPT_EVENTS: usize = 32;
 
 /// Room that a caller serving many connections in turn lends to each while
@@ -148,10 +147,18 @@ const KEPT_EVENTS: usize = 32;
 #[derive(Debug, Default)]
 pub struct SpareRoom {
     output: Vec<u8>,
+    /// The h2 events of one read, for every connection the worker serves
+    /// (`GrpcConnection::recv_at`): a list that lives for the read only,
+    /// never lent, never taken back.
     events: Vec<Event>,
 }
 
 impl SpareRoom {
+    /// The list for the events of a read.
+    pub(crate) fn events(&mut self) -> &mut Vec<Event> {
+        &mut self.events
+    }
+
     /// Lets go of room above `max` bytes of output, and of room for more
     /// events than one read makes in the usual way
     /// ([`MAX_EVENTS_PER_RECV`](crate::h2::connection::MAX_EVENTS_PER_RECV);
@@ -261,11 +268,9 @@ pub struct GrpcConnection {
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Call>>,
     max_spare: usize,
+    /// The events of a read made by [`GrpcConnection::recv`] (the worker
+    /// brings a list of its own).
     events: Vec<Event>,
-    /// `events` is the room lent by [`GrpcConnection::lend_room`], given
-    /// back by [`GrpcConnection::reclaim_room`]; without it, each read's
-    /// events shrink to [`KEPT_EVENTS`] after use.
-    room_lent: bool,
     /// Calls that went to wait for their body in a table.
     #[cfg(test)]
     waits: usize,
@@ -362,7 +367,6 @@ impl GrpcConnection {
             spare: Vec::new(),
             max_spare: (config.h2.max_concurrent_streams as usize).min(MAX_SPARE_CALLS),
             events: Vec::new(),
-            room_lent: false,
             #[cfg(test)]
             waits: 0,
             #[cfg(test)]
@@ -518,21 +522,37 @@ impl GrpcConnection {
     /// request they complete, and returns how many bytes it used. `now` is
     /// the time the bytes were read, for deadlines.
     pub fn recv(&mut self, input: &[u8], now: Instant) -> usize {
-        self.recv_at(input, Some(now))
+        let mut events = std::mem::take(&mut self.events);
+        let used = self.recv_at(input, Some(now), &mut events);
+        events.clear();
+        if events.capacity() > KEPT_EVENTS {
+            // Many connections that each once read a hundred requests at a
+            // time would hold 8 KiB apiece.
+            events.shrink_to(KEPT_EVENTS);
+        }
+        self.events = events;
+        used
     }
 
     /// As [`GrpcConnection::recv`]; with no time given (`None`), the system
     /// clock is read when a request first needs the time (a deadline, a
     /// producer), or at once on a connection with observers, which time
-    /// each call from the read that brought it.
-    pub(crate) fn recv_at(&mut self, input: &[u8], now: Option<Instant>) -> usize {
+    /// each call from the read that brought it. `events` is room for the
+    /// read's h2 events, emptied first: the worker's one list for every
+    /// connection, instead of a list each connection takes out of itself
+    /// and puts back at every read.
+    pub(crate) fn recv_at(
+        &mut self,
+        input: &[u8],
+        now: Option<Instant>,
+        events: &mut Vec<Event>,
+    ) -> usize {
         self.clock = Clock::new(now);
         if self.observing {
             self.clock.now();
         }
-        let mut events = std::mem::take(&mut self.events);
         events.clear();
-        let used = self.h2.recv(input, &mut events);
+        let used = self.h2.recv(input, events);
         if self.h2.error().is_some() {
             // The connection has failed: its streams are gone, and so are
             // the calls, whatever the batch held.
@@ -556,7 +576,7 @@ impl GrpcConnection {
                     }
                     // The body that ends the request in this same read is
                     // taken without a trip through a table.
-                    let body = bodies.find(&events, at, stream);
+                    let body = bodies.find(events, at, stream);
                     match (opened, body) {
                         (Opened::Full(call), Some(data))
                             if self.is_whole_request(&call, &input[data.clone()]) =>
@@ -598,13 +618,6 @@ impl GrpcConnection {
                 Event::Writable { stream } => self.on_writable(stream),
             }
         }
-        events.clear();
-        if !self.room_lent && events.capacity() > KEPT_EVENTS {
-            // Many connections that each once read a hundred requests at a
-            // time would hold 8 KiB apiece.
-            events.shrink_to(KEPT_EVENTS);
-        }
-        self.events = events;
         if !self.new_deadlines.is_empty() {
             self.arm_deadlines();
         }
@@ -1091,7 +1104,10 @@ impl GrpcConnection {
     }
 
     fn run_unary(&mut self, stream: u32, running: Running, route: Route, message: &[u8]) {
-        self.response_metadata.clear();
+        // Every answer empties it once sent (`answer_message`,
+        // `answer_status`), as does a call that goes to another thread: no
+        // call finds another's metadata, and none pays to empty it first.
+        debug_assert!(self.response_metadata.is_empty());
         let service = self.router.service(route.service);
         let (metadata, deadline, compressed, accept_gzip) = match &running {
             Running::Boxed(call) => (
@@ -2147,34 +2163,22 @@ impl GrpcConnection {
         self.h2.advance_output(n);
     }
 
-    /// Before the connection is served: lends it `spare`'s room, for its
-    /// output (as [`h2::Connection::lend_output_room`](crate::h2::Connection::lend_output_room))
-    /// and for the events of its reads, where `spare`'s is the larger.
+    /// Before the connection is served: lends it `spare`'s room for its
+    /// output, where `spare`'s is the larger (as
+    /// [`h2::Connection::lend_output_room`](crate::h2::Connection::lend_output_room)).
     /// With [`GrpcConnection::reclaim_room`] after, a caller serving many
     /// connections in turn keeps one large room for all of them.
     #[inline]
     pub fn lend_room(&mut self, spare: &mut SpareRoom) {
         self.h2.lend_output_room(&mut spare.output);
-        if spare.events.capacity() > self.events.capacity() {
-            std::mem::swap(&mut self.events, &mut spare.events);
-        }
-        self.room_lent = true;
     }
 
-    /// After the connection was served: gives room above what one
+    /// After the connection was served: gives output room above what one
     /// connection keeps back to `spare`, the larger of two buffers going
-    /// there (as [`h2::Connection::reclaim_output_room`](crate::h2::Connection::reclaim_output_room)
-    /// for the output).
+    /// there (as [`h2::Connection::reclaim_output_room`](crate::h2::Connection::reclaim_output_room)).
     #[inline]
     pub fn reclaim_room(&mut self, spare: &mut SpareRoom) {
         self.h2.reclaim_output_room(&mut spare.output);
-        self.room_lent = false;
-        if self.events.capacity() > KEPT_EVENTS {
-            if self.events.capacity() > spare.events.capacity() {
-                std::mem::swap(&mut self.events, &mut spare.events);
-            }
-            self.events.shrink_to(KEPT_EVENTS);
-        }
     }
 
     /// Forgets every call: the connection has failed.

@@ -139,6 +139,12 @@ pub struct Connection {
     config: Config,
     preface_seen: bool,
     settings_seen: bool,
+    /// The connection is out of its steady state: it failed, has not seen
+    /// the client's preface or first SETTINGS yet, or a header block waits
+    /// for its CONTINUATION. While it is not, each frame passes one test
+    /// of this flag instead of one of each ([`Connection::settle`] works it
+    /// out again).
+    unsettled: bool,
     /// The client acknowledged the server's SETTINGS: until then it may
     /// still send within the default stream window (RFC 9113 section 6.9.3).
     settings_acked: bool,
@@ -177,6 +183,7 @@ impl Connection {
         Connection {
             preface_seen: false,
             settings_seen: false,
+            unsettled: true,
             settings_acked: false,
             opening_window: recv_flow::opening_window(config.initial_stream_window),
             decoder: Decoder::new(4096),
@@ -268,11 +275,20 @@ impl Connection {
         self.peer.max_header_list
     }
 
+    /// Whether the connection is on its way out: a GOAWAY went either way,
+    /// or it failed.
+    #[inline]
+    pub(crate) fn is_ending(&self) -> bool {
+        self.shutdown.ending()
+    }
+
     /// Whether the connection is finished: after a connection error, or
     /// after a GOAWAY either way once every stream is done. The caller
     /// closes the socket once [`Connection::output`] is written.
     pub fn is_closed(&self) -> bool {
-        self.error.is_some() || (self.shutdown.ending() && self.streams.is_empty())
+        // A failure marks the shutdown's end too: one test while neither
+        // side has ended anything.
+        self.shutdown.ending() && (self.error.is_some() || self.streams.is_empty())
     }
 
     /// The bytes of the fields of remembered blocks replaced in the last
@@ -353,13 +369,13 @@ impl Connection {
         pos
     }
 
-    fn on_frame(
-        &mut self,
-        head: FrameHeader,
-        input: &[u8],
-        payload: Range<usize>,
-        events: &mut Vec<Event>,
-    ) -> Result<(), Error> {
+    /// The checks of a frame on a connection out of its steady state: the
+    /// first frame must be SETTINGS, and the frame after a header block's
+    /// start its CONTINUATION. Works out again whether the connection is
+    /// still out of its steady state: the frame that ends a block leaves
+    /// it so, and the next frame settles it.
+    #[inline(never)]
+    fn check_unsettled(&mut self, head: FrameHeader) -> Result<(), Error> {
         if !self.settings_seen {
             if head.kind != kind::SETTINGS || head.has(flag::ACK) {
                 return Err(Error::GoAway(
@@ -374,6 +390,28 @@ impl Connection {
                 Reason::PROTOCOL_ERROR,
                 "expected CONTINUATION",
             ));
+        }
+        self.settle();
+        Ok(())
+    }
+
+    /// Works out [`Connection::unsettled`] from what it stands for.
+    fn settle(&mut self) {
+        self.unsettled = self.error.is_some()
+            || !self.preface_seen
+            || !self.settings_seen
+            || self.blocks.expects_continuation();
+    }
+
+    fn on_frame(
+        &mut self,
+        head: FrameHeader,
+        input: &[u8],
+        payload: Range<usize>,
+        events: &mut Vec<Event>,
+    ) -> Result<(), Error> {
+        if self.unsettled {
+            self.check_unsettled(head)?;
         }
         // Frames that do not move a request forward are counted first
         // (`count_unproductive`): PING and SETTINGS but their ACKs, empty
@@ -510,6 +548,8 @@ impl Connection {
     ) -> Result<(), Error> {
         let headers = Headers::load(head, body)?;
         if !headers.end_headers {
+            // Until its CONTINUATION ends it, each frame is checked.
+            self.unsettled = true;
             return self.blocks.begin(head.stream, &headers);
         }
         self.on_header_block(
@@ -853,6 +893,8 @@ impl Connection {
             message.as_bytes(),
         );
         self.error = Some(ConnectionError { reason, message });
+        self.unsettled = true;
+        self.shutdown.on_failure();
         self.streams.clear();
         self.send_flow.clear();
     }

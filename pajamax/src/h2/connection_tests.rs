@@ -405,6 +405,33 @@ fn continuation_rules() {
 }
 
 #[test]
+fn continuation_is_expected_across_reads_and_after_every_block_start() {
+    // The block's start in one read, a PING in the next: still an error.
+    let mut peer = Peer::default();
+    let block = peer.request_block("/x.Y/Z");
+    assert!(peer.feed(&open_block(1, &block[..2], false)).is_empty());
+    expect_goaway(&mut peer, &ping([0; 8]), Reason::PROTOCOL_ERROR);
+
+    // A block that ended lets the next frames through; a second block's
+    // start holds them back again.
+    let mut peer = Peer::default();
+    let block = peer.request_block("/x.Y/Z");
+    let mut bytes = open_block(1, &block[..2], false);
+    bytes.extend(Frame::continuation(1, &block[2..], true).to_bytes());
+    bytes.extend(ping([1; 8]));
+    let events = peer.feed(&bytes);
+    assert!(matches!(events[..], [Event::Request { stream: 1, .. }]));
+    assert!(peer.conn.error().is_none());
+    let headers = peer.headers_frame(3, true);
+    let events = peer.feed(&headers);
+    assert!(matches!(events[..], [Event::Request { stream: 3, .. }]));
+    let block = peer.request_block("/x.Y/Z");
+    let mut bytes = open_block(5, &block[..2], false);
+    bytes.extend(peer.headers_frame(7, true));
+    expect_goaway(&mut peer, &bytes, Reason::PROTOCOL_ERROR);
+}
+
+#[test]
 fn continuation_flood_is_bounded() {
     let mut peer = Peer::default();
     let mut bytes = open_block(1, &[0x82], false);

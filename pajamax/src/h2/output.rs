@@ -196,7 +196,9 @@ impl Output {
     /// takes `spare`'s room if it is larger.
     #[inline]
     pub(crate) fn lend_room(&mut self, spare: &mut Vec<u8>) {
-        if self.buf.is_empty() && spare.capacity() > self.buf.capacity() {
+        // The room first: it is not larger for most connections most of
+        // the time, and that one test decides.
+        if spare.capacity() > self.buf.capacity() && self.buf.is_empty() {
             std::mem::swap(&mut self.buf, spare);
             self.data_tail = usize::MAX;
         }

@@ -15,8 +15,10 @@ pub(crate) struct Shutdown {
     draining: bool,
     /// A GOAWAY naming the last stream is out: new streams are refused.
     goaway_sent: bool,
-    /// The peer sent GOAWAY.
-    goaway_received: bool,
+    /// A GOAWAY went either way, or the connection failed: one flag, so
+    /// that the test of a connection's end, made several times a turn,
+    /// is one load while none did.
+    ending: bool,
 }
 
 impl Shutdown {
@@ -25,15 +27,21 @@ impl Shutdown {
         self.goaway_sent
     }
 
-    /// Whether either side has said GOAWAY: the connection ends once its
-    /// streams are done.
+    /// Whether either side has said GOAWAY, or the connection failed: the
+    /// connection ends once its streams are done.
+    #[inline]
     pub(crate) fn ending(&self) -> bool {
-        self.goaway_sent || self.goaway_received
+        self.ending
     }
 
     /// Notes the peer's GOAWAY.
     pub(crate) fn on_goaway(&mut self) {
-        self.goaway_received = true;
+        self.ending = true;
+    }
+
+    /// Notes that the connection failed (its GOAWAY is out).
+    pub(crate) fn on_failure(&mut self) {
+        self.ending = true;
     }
 
     /// The first step: a GOAWAY that still allows every stream, with a
@@ -53,6 +61,7 @@ impl Shutdown {
             self.draining = false;
             frame::write_goaway(out, last_stream, Reason::NO_ERROR, b"");
             self.goaway_sent = true;
+            self.ending = true;
         }
     }
 }

@@ -5,6 +5,7 @@ use crate::grpc::connection::{GrpcConnection, SpareRoom};
 use crate::grpc::remote::{Delivery, Inbox};
 use crate::grpc::router::Router;
 use crate::h2::frame::Reason;
+use crate::h2::Event;
 use crate::runtime::readiness::Readiness;
 use crate::runtime::slots::SlotList;
 use crate::runtime::ticker::Ticker;
@@ -469,6 +470,7 @@ impl Worker {
             &mut self.again,
             slot,
             &mut self.read_buf,
+            self.spare.events(),
             #[cfg(feature = "tls")]
             &mut self.cipher_buf,
         );
@@ -699,6 +701,7 @@ fn serve(
     again: &mut SlotList,
     slot: usize,
     buf: &mut Vec<u8>,
+    events: &mut Vec<Event>,
     #[cfg(feature = "tls")] cipher: &mut Vec<u8>,
 ) -> Outcome {
     if flush(conn).is_err() || produce(conn, again, slot).is_err() {
@@ -708,7 +711,7 @@ fn serve(
         conn.read_paused = false;
         // Requests read before the pause may still wait.
         let input = std::mem::take(&mut conn.input);
-        match process(conn, &input, config) {
+        match process(conn, &input, config, events) {
             Ok(used) => keep_input(conn, &input[used..]),
             Err(_) => return Outcome::Closed,
         }
@@ -733,6 +736,11 @@ fn serve(
             }
             buf[..kept].copy_from_slice(&conn.input);
             conn.input.clear();
+            if conn.input.capacity() > KEPT_INPUT {
+                // Room held only as long as it is needed: the bytes are in
+                // the worker's buffer now.
+                conn.input = Vec::new();
+            }
         }
         let room = buf.len() - kept;
         #[cfg(feature = "tls")]
@@ -791,7 +799,7 @@ fn serve(
         conn.reads += 1;
         conn.read_since_sweep = true;
         let filled = kept + n;
-        match process(conn, &buf[..filled], config) {
+        match process(conn, &buf[..filled], config, events) {
             Ok(used) => keep_input(conn, &buf[used..filled]),
             Err(_) => return Outcome::Closed,
         }
@@ -846,14 +854,19 @@ fn serve(
 // Inlined into `serve`, its one caller: 28 instructions per read at M=1
 // (13 per request at M=100) when it was not.
 #[inline(always)]
-fn process(conn: &mut Conn, input: &[u8], config: &RuntimeConfig) -> io::Result<usize> {
+fn process(
+    conn: &mut Conn,
+    input: &[u8],
+    config: &RuntimeConfig,
+    events: &mut Vec<Event>,
+) -> io::Result<usize> {
     let mut used = 0;
     // The time of the read, once a batch has read it (for a deadline, or
     // for observers): the later batches of the same read share it, so a
     // call in one of them is timed from the read that brought it.
     let mut read_at = None;
     loop {
-        let taken = conn.grpc.recv_at(&input[used..], read_at);
+        let taken = conn.grpc.recv_at(&input[used..], read_at, events);
         used += taken;
         if conn.grpc.output_len() > config.max_pending_output {
             flush(conn)?;
@@ -871,16 +884,19 @@ fn process(conn: &mut Conn, input: &[u8], config: &RuntimeConfig) -> io::Result<
     }
 }
 
-/// Keeps `rest`, input not processed, in the connection until it can be:
-/// room held only as long as it is needed.
+/// The most room a connection keeps for input between reads once its
+/// bytes have gone back into the worker's buffer.
+const KEPT_INPUT: usize = 4 << 10;
+
+/// Keeps `rest`, input not processed, in the connection until it can be.
+/// The room goes when the next read takes the bytes back (a connection
+/// holds no input room of its own otherwise: the one place that fills it
+/// is here, the places that empty it let go of it).
+#[inline(always)]
 fn keep_input(conn: &mut Conn, rest: &[u8]) {
-    if rest.is_empty() {
-        if conn.input.capacity() > 4 << 10 {
-            conn.input = Vec::new();
-        }
-        return;
+    if !rest.is_empty() {
+        conn.input.extend_from_slice(rest);
     }
-    conn.input.extend_from_slice(rest);
 }
 
 /// Pulls the connection's producers while the socket takes what they make;
@@ -933,7 +949,11 @@ fn raise(global: &AtomicUsize, now: usize, published: &mut usize) {
 /// client in the turn that queued them) until the thread lets go of them.
 fn record_peaks(conn: &mut Conn, published: &mut Peaks, shared: &Shared) {
     let h2 = conn.grpc.h2();
-    if !conn.error_counted && h2.error().is_some_and(|e| e.reason != Reason::NO_ERROR) {
+    // A failed connection is an ending one: one test while it is neither.
+    if h2.is_ending()
+        && !conn.error_counted
+        && h2.error().is_some_and(|e| e.reason != Reason::NO_ERROR)
+    {
         conn.error_counted = true;
         shared.connection_errors.fetch_add(1, Ordering::Relaxed);
     }

@@ -558,6 +558,9 @@ impl Worker {
             let Some(conn) = self.conns[slot].as_mut() else {
                 continue;
             };
+            if conn.input.is_empty() && conn.input.capacity() > KEPT_INPUT {
+                conn.input = Vec::new();
+            }
             if let Some(since) = conn.lingering_since {
                 if now.duration_since(since) > LINGER || force {
                     self.remove(slot);
@@ -735,12 +738,10 @@ fn serve(
                 buf.resize(kept + 1024, 0);
             }
             buf[..kept].copy_from_slice(&conn.input);
+            // The room stays for the next incomplete frame (a large message
+            // read in pieces leaves one at most reads); the sweep lets go
+            // of it once it is not needed.
             conn.input.clear();
-            if conn.input.capacity() > KEPT_INPUT {
-                // Room held only as long as it is needed: the bytes are in
-                // the worker's buffer now.
-                conn.input = Vec::new();
-            }
         }
         let room = buf.len() - kept;
         #[cfg(feature = "tls")]
@@ -884,14 +885,13 @@ fn process(
     }
 }
 
-/// The most room a connection keeps for input between reads once its
-/// bytes have gone back into the worker's buffer.
+/// The most room a connection keeps for input it holds no bytes of, past
+/// a sweep.
 const KEPT_INPUT: usize = 4 << 10;
 
 /// Keeps `rest`, input not processed, in the connection until it can be.
-/// The room goes when the next read takes the bytes back (a connection
-/// holds no input room of its own otherwise: the one place that fills it
-/// is here, the places that empty it let go of it).
+/// Room above [`KEPT_INPUT`] that holds nothing goes at the next sweep, not
+/// at a test after every read.
 #[inline(always)]
 fn keep_input(conn: &mut Conn, rest: &[u8]) {
     if !rest.is_empty() {

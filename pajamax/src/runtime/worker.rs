@@ -402,16 +402,19 @@ impl Worker {
             Some(reloader) => Some(Box::new(TlsSession::new(reloader.current())?)),
             None => None,
         };
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.conns.push(None);
-            self.generations.push(0);
-            self.conns.len() - 1
-        });
+        // The slot is taken only once the socket is registered: a failed
+        // registration (the kernel's limit on watched descriptors) loses
+        // no slot.
+        let slot = self.free.last().copied().unwrap_or(self.conns.len());
         self.poll.registry().register(
             &mut socket,
             Token(slot + 1),
             Interest::READABLE | Interest::WRITABLE,
         )?;
+        if self.free.pop().is_none() {
+            self.conns.push(None);
+            self.generations.push(0);
+        }
         let mut grpc = GrpcConnection::new(self.router.clone(), &self.config.grpc, new.peer);
         grpc.set_inbox(
             self.inbox.clone(),

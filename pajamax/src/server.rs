@@ -137,7 +137,9 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Worker threads; default: the number of cores available.
+    /// Worker threads; default: the number of cores available. 0 is taken
+    /// as 1; more than 65 536 makes [`bind`](Builder::bind) fail with
+    /// `InvalidInput`.
     pub fn workers(mut self, workers: usize) -> Builder {
         self.config.workers = workers.max(1);
         self
@@ -280,7 +282,9 @@ impl Builder {
     ///
     /// Values HTTP/2 does not let the server announce (a `max_frame_size`
     /// outside 16 384 ..= 16 777 215, a window above 2^31 - 1) make
-    /// [`bind`](Builder::bind) fail with `InvalidInput`.
+    /// [`bind`](Builder::bind) fail with `InvalidInput`, and so do values
+    /// with which no call could be served: `max_concurrent_streams`,
+    /// `initial_stream_window` or `max_unproductive_frames` of 0.
     pub fn h2_config(mut self, config: crate::h2::Config) -> Builder {
         self.config.grpc.h2 = config;
         self
@@ -315,13 +319,18 @@ impl Builder {
     }
 
     /// Streams open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS);
-    /// default: 4096.
+    /// default: 4096. 0, with which clients would wait for a stream that
+    /// never comes (grpc-go takes it for no limit), makes
+    /// [`bind`](Builder::bind) fail with `InvalidInput`.
     pub fn max_concurrent_streams(mut self, streams: u32) -> Builder {
         self.config.grpc.h2.max_concurrent_streams = streams;
         self
     }
 
-    /// The largest request message; default: 4 MiB.
+    /// The largest request message; default: 4 MiB. A message is buffered
+    /// whole before its handler sees it, so one larger than
+    /// [`max_buffered_request_bytes`](Builder::max_buffered_request_bytes)
+    /// (64 MiB by default) is refused too: raise both.
     pub fn max_recv_message_size(mut self, bytes: usize) -> Builder {
         self.config.grpc.max_recv_message_size = bytes;
         self
@@ -337,7 +346,9 @@ impl Builder {
     }
 
     /// The HTTP/2 window a client gets per stream (SETTINGS_INITIAL_WINDOW_SIZE);
-    /// default: 1 MiB.
+    /// default: 1 MiB. At most 2^31 - 1 (HTTP/2's largest window): more is
+    /// taken as that. 0, with which no request could send its message,
+    /// makes [`bind`](Builder::bind) fail with `InvalidInput`.
     pub fn initial_stream_window(mut self, bytes: u32) -> Builder {
         self.config.grpc.h2.initial_stream_window = bytes.min(crate::h2::frame::MAX_WINDOW);
         self
@@ -742,13 +753,42 @@ impl Drop for Starting {
     }
 }
 
+/// The most worker threads a server starts ([`Builder::workers`]).
+const MAX_WORKERS: usize = 1 << 16;
+
 /// Refuses, before anything starts, settings that HTTP/2 does not allow
-/// the server to announce: every client would close the connection at
-/// the server's first SETTINGS.
+/// the server to announce (every client would close the connection at
+/// the server's first SETTINGS), settings with which no call could be
+/// served, and more workers than [`MAX_WORKERS`] (whose bookkeeping
+/// alone could exhaust memory).
 fn check(config: &RuntimeConfig) -> io::Result<()> {
     use crate::h2::frame::{DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MAX_WINDOW};
     let h2 = &config.grpc.h2;
     let invalid = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
+    if config.workers > MAX_WORKERS {
+        return invalid(format!("workers {} is above {MAX_WORKERS}", config.workers));
+    }
+    for (name, value, why) in [
+        (
+            "max_concurrent_streams",
+            h2.max_concurrent_streams,
+            "clients could open no stream",
+        ),
+        (
+            "initial_stream_window",
+            h2.initial_stream_window,
+            "clients could send no request message",
+        ),
+        (
+            "max_unproductive_frames",
+            h2.max_unproductive_frames,
+            "every connection would close at the client's first SETTINGS",
+        ),
+    ] {
+        if value == 0 {
+            return invalid(format!("{name} 0: {why}"));
+        }
+    }
     if !(DEFAULT_MAX_FRAME_SIZE..=MAX_MAX_FRAME_SIZE).contains(&h2.max_frame_size) {
         return invalid(format!(
             "max_frame_size {} is outside {DEFAULT_MAX_FRAME_SIZE}..={MAX_MAX_FRAME_SIZE}",

@@ -143,6 +143,26 @@ async fn compressed_unary_calls_both_ways() {
     common::stop(server).await;
 }
 
+/// `max_recv_message_size(usize::MAX)`, as for no limit: a compressed
+/// request is inflated whole (the reader's bound of one byte past the
+/// limit wrapped to nothing).
+#[tokio::test]
+async fn compressed_requests_are_taken_whole_without_a_message_limit() {
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .max_recv_message_size(usize::MAX)
+        .add_service(Zip)
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let channel = connect(&server).await;
+    let blob: Vec<u8> = b"no limit ".repeat(1000);
+    let seen = look(channel, "Look", blob.clone(), true).await;
+    assert!(seen.request_compressed);
+    assert_eq!(seen.blob, blob);
+    common::stop(server).await;
+}
+
 /// A tonic client for `test.Streams` that sends and accepts gzip.
 fn streams_client(channel: Channel) -> tonic::client::Grpc<Channel> {
     tonic::client::Grpc::new(channel)

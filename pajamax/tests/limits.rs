@@ -117,3 +117,137 @@ fn settings_outside_http2_ranges_are_refused_at_bind() {
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{shown}");
     }
 }
+
+/// Settings with which no call could be served fail `bind`: with no
+/// stream allowed, clients wait for one for good; with a stream window of
+/// 0, no request message can be sent; with no frame budget, the client's
+/// first SETTINGS closes every connection.
+#[test]
+fn settings_that_serve_no_call_are_refused_at_bind() {
+    let h2 = |change: fn(&mut pajamax::H2Config)| {
+        let mut config = pajamax::H2Config::default();
+        change(&mut config);
+        pajamax::Server::builder().h2_config(config)
+    };
+    let refused = [
+        (
+            "max_concurrent_streams",
+            pajamax::Server::builder().max_concurrent_streams(0),
+        ),
+        (
+            "initial_stream_window",
+            pajamax::Server::builder().initial_stream_window(0),
+        ),
+        (
+            "max_concurrent_streams",
+            h2(|c| c.max_concurrent_streams = 0),
+        ),
+        ("initial_stream_window", h2(|c| c.initial_stream_window = 0)),
+        (
+            "max_unproductive_frames",
+            h2(|c| c.max_unproductive_frames = 0),
+        ),
+    ];
+    for (name, builder) in refused {
+        let bound = builder.workers(1).pin_workers(false).bind("127.0.0.1:0");
+        let err = bound.err().unwrap_or_else(|| panic!("bound with {name} 0"));
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{name}");
+        assert!(err.to_string().contains(name), "{err}");
+    }
+    // The smallest that serve are taken.
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .max_concurrent_streams(1)
+        .initial_stream_window(1)
+        .bind("127.0.0.1:0")
+        .unwrap();
+    server.shutdown();
+}
+
+/// More workers than a machine could run are an error at `bind`, not a
+/// panic (or an abort, out of memory) while the server starts.
+#[test]
+fn too_many_workers_are_refused_at_bind() {
+    for workers in [usize::MAX, 1 << 40, (1 << 16) + 1] {
+        let bound = pajamax::Server::builder()
+            .workers(workers)
+            .pin_workers(false)
+            .bind("127.0.0.1:0");
+        let err = bound
+            .err()
+            .unwrap_or_else(|| panic!("bound with {workers} workers"));
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{workers}");
+    }
+}
+
+/// Server streams that the client's windows hold back, on the worker and
+/// on a thread, and client streams: all served to their end, within ten
+/// seconds.
+async fn streams_are_served(server: &pajamax::ServerHandle) {
+    use common::streams::{client_stream, collect, server_stream, Ask};
+    let channel = connect(server).await;
+    for method in ["Count", "CountThread"] {
+        // 2 MiB of answers, twice the default stream window.
+        let ask = Ask {
+            count: 20,
+            size: 100 << 10,
+            ..Default::default()
+        };
+        let served = tokio::time::timeout(Duration::from_secs(10), async {
+            let response = server_stream(channel.clone(), method, tonic::Request::new(ask))
+                .await
+                .unwrap();
+            collect(response.into_inner()).await
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{method}: not served in time"));
+        let (items, end, _) = served;
+        end.unwrap();
+        assert_eq!(items.len(), 20, "{method}");
+    }
+    for method in ["Sum", "SumThread"] {
+        let asks = (1..=10)
+            .map(|value| Ask {
+                value,
+                ..Default::default()
+            })
+            .collect();
+        let sum = tokio::time::timeout(
+            Duration::from_secs(10),
+            client_stream(channel.clone(), method, asks),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{method}: not served in time"))
+        .unwrap();
+        assert_eq!(sum.get_ref().value, 55, "{method}");
+    }
+}
+
+/// `max_held_bytes` of 0: nothing waits for the client's windows, and
+/// producers are pulled whenever nothing does (they were never pulled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_are_served_with_no_bytes_held() {
+    let (server, _) = common::streams::start(pajamax::Server::builder().workers(1).h2_config(
+        pajamax::H2Config {
+            max_held_bytes: 0,
+            ..Default::default()
+        },
+    ));
+    streams_are_served(&server).await;
+    stop(server).await;
+}
+
+/// A stream send buffer without a limit (`usize::MAX`): streams are served
+/// (the worker panicked on the first stream's capacity).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_are_served_with_the_largest_send_buffer() {
+    let (server, _) = common::streams::start(pajamax::Server::builder().workers(1).h2_config(
+        pajamax::H2Config {
+            stream_send_buffer: usize::MAX,
+            ..Default::default()
+        },
+    ));
+    streams_are_served(&server).await;
+    stop(server).await;
+}

@@ -64,6 +64,8 @@ pub(crate) fn accepts_gzip(value: &[u8]) -> bool {
 /// `RESOURCE_EXHAUSTED` past `limit` (the rest is not inflated),
 /// `INTERNAL` for data that is not gzip.
 pub(crate) fn inflate_framed(framed: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), Status> {
+    // The prefix of the message framed again holds its length in 32 bits.
+    let limit = limit.min(u32::MAX as usize);
     out.clear();
     out.extend_from_slice(&[0; PREFIX_LEN]);
     let mut decoder = MultiGzDecoder::new(&framed[PREFIX_LEN..]).take(limit as u64 + 1);
@@ -151,6 +153,17 @@ mod tests {
             inflate_framed(&not_gzip, 100, &mut out).unwrap_err().code(),
             crate::Code::Internal
         );
+    }
+
+    /// A limit of `usize::MAX` (no limit) inflates the whole message: the
+    /// reader's bound, a byte past the limit, does not wrap to nothing.
+    #[test]
+    fn the_largest_limit_inflates_the_whole_message() {
+        let mut compressed = Vec::new();
+        deflate_frames(&framed(b"no limit at all"), &mut compressed);
+        let mut out = Vec::new();
+        inflate_framed(&compressed, usize::MAX, &mut out).unwrap();
+        assert_eq!(out, framed(b"no limit at all"));
     }
 
     #[test]

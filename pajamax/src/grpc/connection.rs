@@ -246,7 +246,8 @@ pub struct GrpcConnection {
     inflated: Vec<u8>,
     deflated: Vec<u8>,
     /// Answer bytes the connection may hold for the client's windows before
-    /// producers stop being pulled.
+    /// producers stop being pulled: at least 1, so that producers are
+    /// pulled while nothing is held.
     max_held: usize,
     /// Request bytes the calls hold now.
     buffered: usize,
@@ -341,7 +342,7 @@ impl GrpcConnection {
             send_compressed: config.send_compressed,
             inflated: Vec::new(),
             deflated: Vec::new(),
-            max_held: config.h2.max_held_bytes,
+            max_held: config.h2.max_held_bytes.max(1),
             buffered: 0,
             metadata_bytes: 0,
             max_metadata: config.max_request_metadata_bytes,

@@ -1554,6 +1554,23 @@ fn padding_is_released_at_once() {
     assert_eq!(window_updates(&peer.take_frames(), 1), vec![603]);
 }
 
+/// A send buffer without a limit (`usize::MAX`): the capacity of a stream
+/// whose windows are open is as large as a `usize` goes, not an overflow.
+#[test]
+fn the_largest_send_buffer_gives_the_largest_capacity() {
+    let mut peer = Peer::new(Config {
+        stream_send_buffer: usize::MAX,
+        ..Config::default()
+    });
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 10)]));
+    peer.take_frames();
+    open_response(&mut peer, 1, false);
+    assert_eq!(peer.conn.send_capacity(1), usize::MAX);
+    assert_eq!(peer.conn.send_data(1, &[1; 60], false), 60);
+    assert_eq!(peer.conn.buffered(1), 50);
+    assert_eq!(peer.conn.send_capacity(1), usize::MAX - 50);
+}
+
 #[test]
 fn send_buffer_is_capped_and_writable_follows_the_window() {
     let mut peer = Peer::new(Config {

@@ -149,7 +149,7 @@ impl SendFlow {
         }
         match &state.pending {
             Some(pending) => cap.saturating_sub(pending.unsent()),
-            None => self.room(state) + cap,
+            None => self.room(state).saturating_add(cap),
         }
     }
 

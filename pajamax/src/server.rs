@@ -159,9 +159,14 @@ impl Builder {
         self
     }
 
-    /// Closes a connection with no open call for this long (with a
-    /// GOAWAY); default: never. PINGs, either side's, do not count as
-    /// calls.
+    /// Closes a connection with no open call for this long; default:
+    /// never. PINGs, either side's, do not count as calls.
+    ///
+    /// The GOAWAY comes in two steps, as at a shutdown, so that a call the
+    /// client sent before it saw the GOAWAY is still answered: the
+    /// connection closes once the client has answered the GOAWAY's PING and
+    /// that call is done. A client that answers nothing is closed a second
+    /// idle timeout later.
     pub fn idle_timeout(mut self, timeout: Duration) -> Builder {
         self.config.idle_timeout = Some(timeout);
         self
@@ -257,7 +262,8 @@ impl Builder {
     /// calls of one connection may hold together; a request past it is
     /// refused with REFUSED_STREAM (which clients may retry). Default:
     /// 16 MiB, 4 KiB for each of the 4096 streams a connection may open by
-    /// default.
+    /// default. A request whose header block repeats one the connection
+    /// remembers shares that block's metadata and counts nothing.
     pub fn max_request_metadata_bytes(mut self, bytes: usize) -> Builder {
         self.config.grpc.max_request_metadata_bytes = bytes;
         self

@@ -1,6 +1,7 @@
 //! Keepalive: a connection that stays quiet is sent a PING; one whose
 //! client answers nothing in time is dropped, and the calls it held end.
-//! PINGs do not count as calls for the idle timeout.
+//! PINGs do not count as calls for the idle timeout, whose GOAWAY loses no
+//! call already on its way.
 
 mod common;
 
@@ -171,6 +172,71 @@ async fn pings_do_not_keep_an_idle_connection_open() {
             "{heard:?}"
         );
     }
+    common::stop(server).await;
+}
+
+/// The idle timeout's GOAWAY comes in two steps, as a shutdown's: a call
+/// the client sent before it saw the first GOAWAY (it answers the PING
+/// after it) is answered, and the connection then closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_sent_as_the_idle_timeout_strikes_is_answered() {
+    let server = common::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .idle_timeout(Duration::from_millis(300)),
+    );
+    let addr = server.local_addr();
+    let (first, last) = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let first = TcpClient::listen(&mut peer, WAIT, |h| {
+            h.goaway.is_some() && !h.pings.is_empty() || h.closed
+        });
+        // The call, on its way as the GOAWAY came, then the PING's answer.
+        let mut bytes = peer.request(1, "/test.Probe/Echo", b"\x0a\x02hi");
+        for payload in &first.pings {
+            bytes.extend(ack(payload));
+        }
+        peer.send(&bytes);
+        let last = TcpClient::listen(&mut peer, WAIT, |h| h.closed);
+        (first, last)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        first.goaway.map(|code| Reason(code.0)),
+        Some(Reason::NO_ERROR),
+        "{first:?}"
+    );
+    assert!(!first.closed, "{first:?}");
+    assert_eq!(last.status(1), Some("0"), "{last:?}");
+    assert_eq!(last.last_stream, Some(1), "{last:?}");
+    assert!(last.closed, "{last:?}");
+    common::stop(server).await;
+}
+
+/// A client that answers nothing to the idle timeout's GOAWAY and PING is
+/// closed all the same, with a GOAWAY naming no stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_client_that_answers_no_goaway_is_closed() {
+    let server = common::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .keepalive_interval(None)
+            .idle_timeout(Duration::from_millis(200)),
+    );
+    let addr = server.local_addr();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        TcpClient::listen(&mut peer, WAIT, |h| h.closed)
+    })
+    .await
+    .unwrap();
+    assert!(heard.closed, "{heard:?}");
+    assert_eq!(heard.last_stream, Some(0), "{heard:?}");
+    assert_eq!(
+        heard.goaway.map(|code| Reason(code.0)),
+        Some(Reason::NO_ERROR)
+    );
     common::stop(server).await;
 }
 

@@ -65,6 +65,9 @@ pub struct GrpcConfig {
     /// client may retry). Without it, thousands of half-open streams, each
     /// with a header list near `max_header_list_size` made of a few bytes
     /// that refer to the HPACK table, would hold that many times as much.
+    /// Only the metadata a call holds of its own counts: a request whose
+    /// header block repeats one the connection remembers (a few at a time)
+    /// shares that block's decoded metadata and adds nothing to it.
     /// Default 16 MiB: 4 KiB for each of 4096 streams, so that calls with
     /// large tokens at the default `max_concurrent_streams` are not
     /// refused.

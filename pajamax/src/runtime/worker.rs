@@ -82,6 +82,9 @@ struct Conn {
     last_call: Instant,
     /// The highest stream id the peer had opened at the last sweep.
     last_stream: u32,
+    /// The idle timeout's graceful GOAWAY went out: the next idle timeout
+    /// closes the connection.
+    idle_goaway: bool,
     /// When the keepalive PING still unanswered was sent.
     ping_sent: Option<Instant>,
     /// When the connection is to be retired (`max_connection_age`).
@@ -437,6 +440,7 @@ impl Worker {
             read_since_sweep: false,
             last_call: now,
             last_stream: 0,
+            idle_goaway: false,
             ping_sent: None,
             // An age too large to be a point in time: for good.
             retire_at: self
@@ -632,7 +636,19 @@ impl Worker {
                 .idle_timeout
                 .is_some_and(|limit| now.duration_since(conn.last_call) > limit)
             {
-                conn.grpc.close(Reason::NO_ERROR, "idle timeout");
+                if conn.idle_goaway {
+                    // Still there, and with no call, an idle timeout
+                    // after that GOAWAY: its PING went unanswered.
+                    conn.grpc.close(Reason::NO_ERROR, "idle timeout");
+                } else {
+                    // The two-step GOAWAY of a shutdown: a call the client
+                    // sent before it saw the GOAWAY is still taken and
+                    // answered, and the connection closes once the PING is
+                    // answered and its calls are done.
+                    conn.grpc.go_away();
+                    conn.idle_goaway = true;
+                    conn.last_call = now;
+                }
                 self.again.push(slot);
                 continue;
             }

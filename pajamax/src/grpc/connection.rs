@@ -2185,6 +2185,16 @@ impl GrpcConnection {
         self.h2.reclaim_output_room(&mut spare.output);
     }
 
+    /// Starts the connection's count of frames that moved no request
+    /// forward again (as
+    /// [`h2::Connection::forgive_unproductive`](crate::h2::Connection::forgive_unproductive)):
+    /// call it once a minute or so, or a connection whose streams live
+    /// longer than its client takes to send `max_unproductive_frames`
+    /// keepalive PINGs is closed with ENHANCE_YOUR_CALM.
+    pub fn forgive_unproductive(&mut self) {
+        self.h2.forgive_unproductive();
+    }
+
     /// Forgets every call: the connection has failed.
     fn end_all_calls(&mut self) {
         self.cancel_all();

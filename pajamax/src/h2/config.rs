@@ -47,7 +47,9 @@ pub struct Config {
     /// unknown frames, stream errors) allowed between two answers; past it
     /// the connection is closed with ENHANCE_YOUR_CALM. Bounds ping,
     /// settings, empty-frame and reset floods, rapid reset included. The
-    /// client's first SETTINGS counts too. Default 10 000.
+    /// client's first SETTINGS counts too. The server's workers start the
+    /// count again every minute as well, so that a stream that lives for
+    /// days does not add up its client's keepalive PINGs. Default 10 000.
     pub max_unproductive_frames: u32,
 }
 

@@ -793,6 +793,15 @@ impl Connection {
     /// Counts a frame or error that did not move a request forward; past
     /// the budget the peer is flooding and the connection ends with
     /// ENHANCE_YOUR_CALM.
+    /// Starts the count of frames that moved no request forward again, as
+    /// a completed answer does: a caller that does so once a minute lets
+    /// a connection whose streams live for days take its client's
+    /// keepalive PINGs for good, and still closes one that floods it
+    /// within the minute ([`Config::max_unproductive_frames`]).
+    pub fn forgive_unproductive(&mut self) {
+        self.unproductive = 0;
+    }
+
     fn count_unproductive(&mut self) -> Result<(), Error> {
         self.unproductive += 1;
         if self.unproductive > self.config.max_unproductive_frames {

@@ -1386,6 +1386,28 @@ fn rapid_reset_ends_in_enhance_your_calm() {
     expect_goaway(&mut peer, &bytes, Reason::ENHANCE_YOUR_CALM);
 }
 
+/// A stream that is never answered (a watch that lives for days) and its
+/// client's keepalive PINGs: each start of the count again
+/// (`forgive_unproductive`, once a minute in the server) lets the PINGs go
+/// on for good; without it they reach the limit.
+#[test]
+fn forgiven_counts_let_a_long_stream_take_pings_for_good() {
+    let mut peer = small_flood_budget();
+    let headers = peer.headers_frame(1, false);
+    peer.feed(&headers);
+    for _ in 0..10 {
+        peer.feed(&ping([3; 8]).repeat(90));
+        peer.conn.forgive_unproductive();
+    }
+    assert!(peer.conn.error().is_none());
+    assert!(peer.conn.is_stream_open(1));
+    expect_goaway(
+        &mut peer,
+        &ping([3; 8]).repeat(101),
+        Reason::ENHANCE_YOUR_CALM,
+    );
+}
+
 #[test]
 fn answered_calls_renew_the_flood_budget() {
     let mut peer = small_flood_budget();

@@ -174,7 +174,17 @@ pub(crate) struct Worker {
     grace_ends: Option<Instant>,
     /// The shutdown's grace period was cut short.
     stopping_now: bool,
+    /// When the connections' counts of frames that moved no request
+    /// forward start again (`UNPRODUCTIVE_WINDOW`).
+    unproductive_window_ends: Instant,
 }
+
+/// How often a connection's count of frames that moved no request forward
+/// (`h2::Config::max_unproductive_frames`) starts again even though no
+/// answer completed: a stream that lives for days, and the client's
+/// keepalive PINGs on its connection, never reach the limit, while a flood
+/// still does within the window.
+const UNPRODUCTIVE_WINDOW: Duration = Duration::from_secs(60);
 
 enum Outcome {
     Open,
@@ -226,6 +236,7 @@ impl Worker {
             shutting_down_since: None,
             grace_ends: None,
             stopping_now: false,
+            unproductive_window_ends: Instant::now() + UNPRODUCTIVE_WINDOW,
         }
     }
 
@@ -561,10 +572,17 @@ impl Worker {
             || self
                 .shutting_down_since
                 .is_some_and(|since| now.duration_since(since) >= self.config.shutdown_grace);
+        let forgive = now >= self.unproductive_window_ends;
+        if forgive {
+            self.unproductive_window_ends = now + UNPRODUCTIVE_WINDOW;
+        }
         for slot in 0..self.conns.len() {
             let Some(conn) = self.conns[slot].as_mut() else {
                 continue;
             };
+            if forgive {
+                conn.grpc.forgive_unproductive();
+            }
             if conn.input.is_empty() && conn.input.capacity() > KEPT_INPUT {
                 conn.input = Vec::new();
             }

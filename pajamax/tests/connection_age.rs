@@ -50,6 +50,41 @@ async fn an_old_connection_gets_a_graceful_goaway_and_closes() {
     common::stop(server).await;
 }
 
+/// A client that never answers the first GOAWAY's PING still gets the
+/// GOAWAY naming the last stream, some five seconds later (as from
+/// grpc-go), and the retired connection, with no call open, closes:
+/// without it the client could go on opening streams on it for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_answers_no_goaway_ping_gets_the_last_goaway_anyway() {
+    let server = common::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_connection_age(Duration::from_millis(200)),
+    );
+    let addr = server.local_addr();
+    let (first, last) = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let first = TcpClient::listen(&mut peer, WAIT, |h| {
+            h.goaway.is_some() && !h.pings.is_empty() || h.closed
+        });
+        // Silent from here on: the PING goes unanswered.
+        let last = TcpClient::listen(&mut peer, 2 * WAIT, |h| h.closed);
+        (first, last)
+    })
+    .await
+    .unwrap();
+    assert_eq!(first.last_stream, Some((1 << 31) - 1), "{first:?}");
+    assert!(!first.closed, "{first:?}");
+    assert_eq!(
+        last.goaway.map(|code| Reason(code.0)),
+        Some(Reason::NO_ERROR),
+        "{last:?}"
+    );
+    assert_eq!(last.last_stream, Some(0), "{last:?}");
+    assert!(last.closed, "{last:?}");
+    common::stop(server).await;
+}
+
 /// A tonic client calling all along, across several retirements of its
 /// connection, is answered over new connections. A call that tonic had
 /// already handed to a connection as its GOAWAY arrived fails (tonic does

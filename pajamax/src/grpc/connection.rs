@@ -2133,6 +2133,19 @@ impl GrpcConnection {
         self.h2.go_away();
     }
 
+    /// Whether the first GOAWAY of [`GrpcConnection::go_away`] is out and
+    /// its PING unanswered.
+    pub fn is_draining(&self) -> bool {
+        self.h2.is_draining()
+    }
+
+    /// Sends the second GOAWAY of [`GrpcConnection::go_away`] without the
+    /// PING's answer (see
+    /// [`h2::Connection::end_draining`](crate::h2::Connection::end_draining)).
+    pub fn end_draining(&mut self) {
+        self.h2.end_draining();
+    }
+
     /// Closes the connection with a GOAWAY carrying `reason`; calls still
     /// served elsewhere learn that it closed.
     pub fn close(&mut self, reason: Reason, message: &'static str) {

@@ -1286,6 +1286,23 @@ impl Connection {
         }
     }
 
+    /// Whether [`Connection::go_away`]'s first GOAWAY is out and the
+    /// client has not answered its PING yet.
+    pub fn is_draining(&self) -> bool {
+        self.error.is_none() && self.shutdown.draining()
+    }
+
+    /// The second GOAWAY of [`Connection::go_away`], naming the last stream
+    /// accepted, without waiting any longer for the PING's ACK: for a
+    /// client that does not answer it (grpc-go waits 5 seconds). Nothing
+    /// if the connection is not draining.
+    pub fn end_draining(&mut self) {
+        if self.is_draining() {
+            let last = self.streams.last();
+            self.shutdown.end_draining(last, self.output.buf());
+        }
+    }
+
     /// Closes the connection with `reason` (for example ENHANCE_YOUR_CALM
     /// when the server refuses more connections).
     pub fn close(&mut self, reason: Reason, message: &'static str) {

@@ -54,6 +54,23 @@ impl Shutdown {
         }
     }
 
+    /// Whether the first GOAWAY of a graceful shutdown is out and its PING
+    /// unanswered.
+    pub(crate) fn draining(&self) -> bool {
+        self.draining
+    }
+
+    /// The second step without the PING's ACK, for a peer that does not
+    /// answer it: a GOAWAY naming `last_stream`.
+    pub(crate) fn end_draining(&mut self, last_stream: u32, out: &mut Vec<u8>) {
+        if self.draining {
+            self.draining = false;
+            frame::write_goaway(out, last_stream, Reason::NO_ERROR, b"");
+            self.goaway_sent = true;
+            self.ending = true;
+        }
+    }
+
     /// A PING ACK from the peer: if it answers the shutdown PING, the
     /// second step, a GOAWAY naming `last_stream`.
     pub(crate) fn on_ping_ack(&mut self, payload: &[u8; 8], last_stream: u32, out: &mut Vec<u8>) {

@@ -85,6 +85,9 @@ struct Conn {
     /// The idle timeout's graceful GOAWAY went out: the next idle timeout
     /// closes the connection.
     idle_goaway: bool,
+    /// When a sweep first found the connection's graceful GOAWAY waiting
+    /// for its PING's answer (`DRAIN_PING_TIMEOUT`).
+    draining_since: Option<Instant>,
     /// When the keepalive PING still unanswered was sent.
     ping_sent: Option<Instant>,
     /// When the connection is to be retired (`max_connection_age`).
@@ -185,6 +188,12 @@ pub(crate) struct Worker {
 /// keepalive PINGs on its connection, never reach the limit, while a flood
 /// still does within the window.
 const UNPRODUCTIVE_WINDOW: Duration = Duration::from_secs(60);
+
+/// How long a graceful GOAWAY waits for the client to answer its PING
+/// before the second GOAWAY goes anyway (grpc-go's wait): a client that
+/// does not answer can no longer open streams on a connection being
+/// retired, shut down or closed for idleness.
+const DRAIN_PING_TIMEOUT: Duration = Duration::from_secs(5);
 
 enum Outcome {
     Open,
@@ -452,6 +461,7 @@ impl Worker {
             last_call: now,
             last_stream: 0,
             idle_goaway: false,
+            draining_since: None,
             ping_sent: None,
             // An age too large to be a point in time: for good.
             retire_at: self
@@ -599,6 +609,18 @@ impl Worker {
                     self.remove(slot);
                 }
                 continue;
+            }
+            if conn.grpc.is_draining() {
+                let since = *conn.draining_since.get_or_insert(now);
+                if now.duration_since(since) >= DRAIN_PING_TIMEOUT {
+                    // Its client has not answered the GOAWAY's PING: the
+                    // GOAWAY naming the last stream goes anyway.
+                    conn.grpc.end_draining();
+                    conn.draining_since = None;
+                    self.again.push(slot);
+                }
+            } else {
+                conn.draining_since = None;
             }
             if force {
                 if conn.forced && output_waits(conn) {

@@ -1528,7 +1528,11 @@ impl GrpcConnection {
             return self.end_call(stream, call, Some(status));
         }
         match &mut call.state {
-            State::Handling { handler, .. } => {
+            State::Handling { .. } => {
+                // The handler's last turn: `on_end` drops it.
+                let State::Handling { handler, .. } = std::mem::take(&mut call.state) else {
+                    unreachable!("matched above")
+                };
                 let out = &mut self.outgoing;
                 out.messages.clear();
                 out.headers_now = false;
@@ -1545,7 +1549,7 @@ impl GrpcConnection {
                     client_streaming,
                     false,
                 );
-                let outcome = executor::on_end(handler.as_mut(), &mut ctx, out);
+                let outcome = executor::on_end(handler, &mut ctx, out);
                 let choice = ctx.compression_choice();
                 let remote = ctx.take_remote();
                 let mut call = self.take_call(stream).expect("found above");
@@ -2283,7 +2287,12 @@ impl GrpcConnection {
     /// Ends a call taken out of the table: its trailers (or a trailers-only
     /// answer) with `status` (`None` for `OK`), and the thread serving it,
     /// if any, learns that it ended.
-    fn end_call(&mut self, stream: u32, call: Box<Call>, status: Option<Status>) {
+    fn end_call(&mut self, stream: u32, mut call: Box<Call>, mut status: Option<Status>) {
+        // Its producer or handler goes first: a panic as it is dropped ends
+        // a call that has not failed otherwise `INTERNAL`.
+        if let Err(panic) = let_go(&mut call.state) {
+            status.get_or_insert(panic);
+        }
         self.answered += 1;
         if let (true, Some(route)) = (self.observing, call.route) {
             // A call ended before its handler ran (its deadline passed, or
@@ -2348,10 +2357,19 @@ impl GrpcConnection {
     fn recycle(&mut self, mut call: Box<Call>) {
         self.metadata_bytes = self.metadata_bytes.saturating_sub(call.metadata_counted);
         call.metadata_counted = 0;
-        if let State::Remote(remote) = &call.state {
-            // The connection's credit its sink held goes back once the
-            // output allows, not at once: its bytes may still wait there.
-            self.lent_due += remote.shared.take_lent();
+        match &mut call.state {
+            State::Collecting => {}
+            State::Remote(remote) => {
+                // The connection's credit its sink held goes back once the
+                // output allows, not at once: its bytes may still wait
+                // there.
+                self.lent_due += remote.shared.take_lent();
+            }
+            // Reset by the client, or the connection failed: a panic as
+            // its producer or handler is dropped has no call left to end.
+            state @ (State::Producing { .. } | State::Handling { .. }) => {
+                let _ = let_go(state);
+            }
         }
         if self.spare.len() < self.max_spare && call.inbound.capacity() <= 64 << 10 {
             call.reset();
@@ -2363,6 +2381,25 @@ impl GrpcConnection {
 impl Drop for GrpcConnection {
     fn drop(&mut self) {
         self.cancel_all();
+        // The producers and handlers of the calls still open go one by
+        // one, each panic in their `Drop` caught.
+        for call in self.calls.values_mut() {
+            let _ = let_go(&mut call.state);
+        }
+    }
+}
+
+/// Drops the producer or handler that served a call on the worker, if
+/// any, catching a panic in its `Drop` (the error). Every way a call ends
+/// comes here (`end_call`, `recycle`, the connection's drop), except the
+/// `on_end` of a handler, which drops it under its own catch.
+#[inline]
+fn let_go(state: &mut State) -> Result<(), Status> {
+    match state {
+        State::Producing { .. } | State::Handling { .. } => {
+            executor::dispose(std::mem::take(state))
+        }
+        State::Collecting | State::Remote(_) => Ok(()),
     }
 }
 

@@ -71,6 +71,12 @@ pub enum Next<M> {
 /// the call ends, also when the client cancels or the deadline passes: that
 /// is how a producer learns of a cancellation.
 ///
+/// A panic in `next` ends the call with `INTERNAL`. So does one in its
+/// `Drop` (or in that of what it holds, such as an iterator's remaining
+/// items), when the producer ended the call with `OK`; a call ended
+/// otherwise keeps its status. Either way the worker and its other calls
+/// go on.
+///
 /// ```
 /// use pajamax::{Next, Producer};
 /// use std::time::{Duration, Instant};
@@ -269,7 +275,9 @@ impl fmt::Debug for RawServerStream {
 ///
 /// The [`Context`] passed in is the call's: its request metadata and
 /// deadline, and the response metadata to send (headers and trailers go
-/// out with the answer). A panic ends the call with `INTERNAL`.
+/// out with the answer). A panic ends the call with `INTERNAL`, as does a
+/// panic in its `Drop` (it is dropped once `on_end` returns, or when the
+/// call ends before) unless the call ends with an error anyway.
 ///
 /// ```
 /// use pajamax::{ClientStreamHandler, Context, Status};
@@ -303,7 +311,10 @@ pub trait ClientStreamHandler<Req, Resp>: 'static {
 ///
 /// While the stream's send buffer is full (the client does not read), the
 /// worker stops delivering request messages, so the client is slowed in
-/// turn. A panic ends the call with `INTERNAL`.
+/// turn. A panic ends the call with `INTERNAL`, as does a panic in its
+/// `Drop` (it is dropped once `on_end` returns, or when the call ends
+/// before) unless the call ends with an error anyway; the answers of an
+/// `on_end` followed by such a panic do not go.
 ///
 /// ```
 /// use pajamax::{BidiHandler, Context, Responses, Status};

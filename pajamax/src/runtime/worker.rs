@@ -154,11 +154,11 @@ pub(crate) struct Worker {
     /// Where every connection's reads go: a connection holds on to input
     /// only while it is an incomplete frame or reading is paused.
     read_buf: Vec<u8>,
-    /// The room of the largest output and read a connection needed in a
-    /// turn, lent to each connection while it is served: one room for the
-    /// worker instead of each connection's growing and shrinking in every
-    /// burst. Its output room is dropped at each sweep when above
-    /// [`SPARE_KEPT`].
+    /// The room of the largest output a connection needed in a turn, lent
+    /// to each connection while it is served: one room for the worker
+    /// instead of each connection's growing and shrinking in every burst;
+    /// and the list every read's h2 events go into. Its output room is
+    /// dropped at each sweep when above [`SPARE_KEPT`].
     spare: SpareRoom,
     /// Where TLS connections' reads go before they are decrypted into
     /// `read_buf`; sized at the first TLS read.

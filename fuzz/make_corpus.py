@@ -122,7 +122,20 @@ def stream_call(stream, path, messages, cuts=(), end=True, extra=()):
 
 # Control bits of server_connection (see the target's header).
 PRIMED, TIGHT, HALF_WRITES = 0x01, 0x02, 0x04
+GOAWAY_AFTER_1, GOAWAY_AFTER_2 = 0x08, 0x10
 CLOCK_1MS, CLOCK_10MS, CLOCK_1S = 0x20, 0x40, 0x60
+SWEEP = 0x80
+# Bits of the sweep byte that follows the control byte with SWEEP.
+END_DRAINING_AFTER_1, END_DRAINING_AFTER_2 = 0x01, 0x02
+FORGIVE, KEEPALIVE = 0x04, 0x08
+CLOSE_WITH_STATUS_AFTER_1 = 0x10
+CLOSE_AT_END, DRAIN_TIMEOUT = 0x40, 0x80
+
+
+def swept_seed(body, control, sweep, reads=()):
+    """As `connection_seed`, with the sweep byte after the control byte."""
+    seed = connection_seed(body, control | SWEEP, reads)
+    return seed[:1] + bytes([sweep]) + seed[1:]
 
 
 def server_connection():
@@ -225,6 +238,77 @@ def server_connection():
     )
     hello = len(PREFACE) + 9 + 15
     write("server_connection", "streaming_tight_windows", connection_seed(body, PRIMED | TIGHT | CLOCK_1S, (hello + 120, 13, 13)))
+
+    # Header blocks in pieces: a request cut into HEADERS and three
+    # CONTINUATION frames (one empty), its trailers cut in two, and a
+    # request whose block is cut across reads; a CONTINUATION that breaks
+    # the rules at the end.
+    block = request_block(b"/e.E/Sum")
+    body = (
+        frame(HEADERS, 0, 1, block[:3])
+        + frame(CONTINUATION, 0, 1, block[3:10])
+        + frame(CONTINUATION, 0, 1, b"")
+        + frame(CONTINUATION, END_HEADERS, 1, block[10:])
+        + frame(DATA, 0, 1, grpc_message(bytes_message(b"piece")))
+        + frame(HEADERS, END_STREAM, 1, literal(b"x-trailer", b"1")[:2])
+        + frame(CONTINUATION, END_HEADERS, 1, literal(b"x-trailer", b"1")[2:])
+    )
+    block = request_block(b"/e.E/Raw")
+    cut = frame(HEADERS, END_STREAM, 3, block[:4]) + frame(CONTINUATION, END_HEADERS, 3, block[4:])
+    reads = (len(PREFACE) + 9 + len(body) + 16, len(cut) - 16)
+    body += cut + frame(CONTINUATION, END_HEADERS, 3, b"")
+    write("server_connection", "continuations", connection_seed(body, PRIMED, reads))
+
+    # A graceful shutdown whose PING the client never answers: the second
+    # GOAWAY goes after read 2 (end_draining). A call on its way in read 2
+    # is served, the one after the GOAWAY refused; then a connection error.
+    first = stream_call(1, b"/e.E/Sum", [bytes_message(b"a")], end=False)
+    second = call(3, b"/e.E/Raw", b"on its way")
+    third = (
+        call(5, b"/e.E/Raw", b"too late")
+        + frame(DATA, END_STREAM, 1, b"")
+        + frame(PING, 0, 1, b"12345678")
+    )
+    hello = len(PREFACE) + 9
+    write(
+        "server_connection",
+        "drain_unanswered",
+        swept_seed(first + second + third, PRIMED | GOAWAY_AFTER_1, END_DRAINING_AFTER_2, (hello + len(first), len(second))),
+    )
+
+    # A long bidi call and keepalive PINGs, more than the tight budget of
+    # frames that move no request forward: forgiven after every read.
+    pings = b"".join(frame(PING, 0, 0, b"keep%04d" % i) for i in range(10))
+    opening = stream_call(1, b"/e.E/Chat", [bytes_message(b"hi")], end=False)
+    body = opening + pings + pings + pings + frame(DATA, END_STREAM, 1, b"")
+    hello = len(PREFACE) + 9
+    write(
+        "server_connection",
+        "forgiven_keepalive",
+        swept_seed(body, PRIMED | TIGHT, FORGIVE | KEEPALIVE, (hello + len(opening) + len(pings), len(pings), len(pings))),
+    )
+
+    # The end of a shutdown's grace period after read 1: a paced server
+    # stream, a client stream and a unary call waiting for its body end
+    # with UNAVAILABLE; what the client sends next is ignored.
+    body = (
+        call(1, b"/e.E/Tick", bytes_message(b"\x03\x03\x03\x03"))
+        + stream_call(3, b"/e.E/Sum", [bytes_message(b"a")], end=False)
+        + frame(HEADERS, END_HEADERS, 5, request_block(b"/e.E/Echo"))
+    )
+    later = frame(DATA, END_STREAM, 3, b"") + call(7, b"/e.E/Raw", b"after")
+    write(
+        "server_connection",
+        "grace_period_over",
+        swept_seed(body + later, PRIMED | GOAWAY_AFTER_1 | CLOCK_1MS, CLOSE_WITH_STATUS_AFTER_1, (len(PREFACE) + 9 + len(body),)),
+    )
+
+    # A graceful shutdown while a paced stream runs, with no PING answer:
+    # the second GOAWAY goes once the connection drained for 5 s of the
+    # final rounds; an idle connection closed at the end in another seed.
+    body = call(1, b"/e.E/Tick", bytes_message(b"\x01\x02\x03")) + stream_call(3, b"/e.E/Chat", [bytes_message(b"x")], end=False)
+    write("server_connection", "drain_timeout", swept_seed(body, PRIMED | GOAWAY_AFTER_1 | CLOCK_1S, DRAIN_TIMEOUT))
+    write("server_connection", "idle_close", swept_seed(body, PRIMED | GOAWAY_AFTER_1, CLOSE_AT_END))
 
 
 def hpack_decoder():

@@ -2,8 +2,9 @@
 //! reads at points the input chooses, with the output written out between
 //! reads, the way the runtime drives it.
 //!
-//! Input: a control byte, a count of split points, two bytes per split
-//! point (the length of each read), then the client's bytes.
+//! Input: a control byte, a sweep byte if control bit 0x80 is set, a
+//! count of split points, two bytes per split point (the length of each
+//! read), then the client's bytes.
 //! Control byte bits:
 //! - 0x01: prepend a valid client preface and an empty SETTINGS frame, so
 //!   that the input starts at frame handling;
@@ -14,6 +15,18 @@
 //!   10 ms or 1 s. Deadlines and paced producers (`Tick`) then come due,
 //!   and are handled as the runtime does (`handle_timeout` once
 //!   `poll_timeout` has passed).
+//! - 0x80: a sweep byte follows, for what the worker's sweep does to a
+//!   connection between reads (after the graceful shutdown of that read,
+//!   if any):
+//!   - 0x03: `end_draining` (the second GOAWAY, for a client that does
+//!     not answer the first one's PING) after read 1, 2 or 3 (0: never);
+//!   - 0x04: `forgive_unproductive` after every read;
+//!   - 0x08: a keepalive `ping` after every read;
+//!   - 0x30: `close_with_status` (the end of a shutdown's grace period)
+//!     after read 1, 2 or 3 (0: never);
+//!   - 0x40: `close` (the idle timeout's, NO_ERROR) after the last read;
+//!   - 0x80: after the last read, `end_draining` once the connection has
+//!     drained for 5 s of the final rounds' clock, as the sweep does.
 //!
 //! After each read the output is written out (all or half of it); while
 //! producers on the worker want to send and the output was all written,
@@ -38,7 +51,9 @@
 //!   output grows with something other than what the client sent, such as
 //!   a long header value held in the HPACK dynamic table and echoed back
 //!   each time a one-byte index names it;
-//! - the output is a well-formed frame stream: see `pajamax_fuzz::peer`.
+//! - the output is a well-formed frame stream: see `pajamax_fuzz::peer`;
+//!   among its checks, the last stream id of the GOAWAYs never grows, and
+//!   nothing but RST_STREAM goes on a stream above the one they named.
 
 #![no_main]
 
@@ -47,6 +62,8 @@ use std::time::{Duration, Instant};
 use libfuzzer_sys::fuzz_target;
 use pajamax::grpc::connection::{GrpcConfig, GrpcConnection};
 use pajamax::h2::Config;
+use pajamax::h2::Reason;
+use pajamax::Status;
 use pajamax_fuzz::echo::router;
 use pajamax_fuzz::peer::ServerOutput;
 use pajamax_fuzz::Input;
@@ -69,6 +86,55 @@ const PRODUCE_ROUNDS: usize = 4;
 
 /// Rounds after the last read: the clock moves by a second each.
 const FINAL_ROUNDS: usize = 8;
+
+/// How long the worker's sweep lets a connection drain before its second
+/// GOAWAY goes anyway.
+const DRAIN_PING_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the worker's sweep does between reads, from the sweep byte.
+#[derive(Default)]
+struct Sweep {
+    /// `end_draining` after this read (1 to 3; 0: never).
+    end_draining_after: usize,
+    forgive: bool,
+    ping: bool,
+    /// `close_with_status` after this read (1 to 3; 0: never).
+    close_with_status_after: usize,
+    close_at_end: bool,
+    drain_timeout: bool,
+}
+
+impl Sweep {
+    fn new(byte: u8) -> Sweep {
+        Sweep {
+            end_draining_after: usize::from(byte & 3),
+            forgive: byte & 0x04 != 0,
+            ping: byte & 0x08 != 0,
+            close_with_status_after: usize::from((byte >> 4) & 3),
+            close_at_end: byte & 0x40 != 0,
+            drain_timeout: byte & 0x80 != 0,
+        }
+    }
+
+    /// What the sweep does after read `read` (counted from 1).
+    fn after_read(&self, read: usize, conn: &mut GrpcConnection) {
+        if self.forgive {
+            conn.forgive_unproductive();
+        }
+        if self.ping {
+            conn.ping();
+        }
+        if read == self.end_draining_after {
+            conn.end_draining();
+        }
+        if read == self.close_with_status_after {
+            conn.close_with_status(
+                &Status::unavailable("the server is shutting down"),
+                "shutdown grace period over",
+            );
+        }
+    }
+}
 
 /// Small limits, so that a short input reaches them. Limits added later
 /// keep their defaults.
@@ -100,6 +166,11 @@ fuzz_target!(|data: &[u8]| {
     let half_writes = control & 0x04 != 0;
     let go_away_after = usize::from((control >> 3) & 3);
     let step = STEPS[usize::from((control >> 5) & 3)];
+    let sweep = if control & 0x80 != 0 {
+        Sweep::new(input.byte())
+    } else {
+        Sweep::default()
+    };
     let splits = usize::from(input.byte() % 8);
     let mut lengths = Vec::with_capacity(splits + 1);
     for _ in 0..splits {
@@ -166,17 +237,29 @@ fuzz_target!(|data: &[u8]| {
         if i + 1 == go_away_after {
             conn.go_away();
         }
+        sweep.after_read(i + 1, &mut conn);
         now += step;
         out.timeouts(&mut conn, now);
+    }
+    if sweep.close_at_end {
+        conn.close(Reason::NO_ERROR, "idle timeout");
     }
 
     // The client reads everything from now on; time passes.
     out.half_writes = false;
+    let mut draining_since = None;
     for _ in 0..FINAL_ROUNDS {
         out.write(&mut conn);
         out.produce(&mut conn, now);
-        if conn.poll_timeout().is_none() {
+        let draining = sweep.drain_timeout && conn.is_draining();
+        if conn.poll_timeout().is_none() && !draining {
             break;
+        }
+        if draining {
+            let since = *draining_since.get_or_insert(now);
+            if now.duration_since(since) >= DRAIN_PING_TIMEOUT {
+                conn.end_draining();
+            }
         }
         now += STEPS[3];
         out.timeouts(&mut conn, now);

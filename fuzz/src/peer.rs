@@ -26,6 +26,9 @@ pub struct ServerOutput {
     streams: HashMap<u32, StreamState>,
     /// A GOAWAY with an error code was sent: nothing may follow it.
     failed: bool,
+    /// The last stream id of the last GOAWAY sent: a stream above it was
+    /// refused, so nothing but RST_STREAM may go on it.
+    goaway_last: u32,
     /// Print every frame and header block (`PAJAMAX_FUZZ_TRACE` set), to
     /// see what an input does when running it alone.
     trace: bool,
@@ -45,6 +48,7 @@ impl ServerOutput {
             frames: 0,
             streams: HashMap::new(),
             failed: false,
+            goaway_last: u32::MAX,
             trace: crate::trace_enabled(),
         }
     }
@@ -115,6 +119,16 @@ impl ServerOutput {
                 if frame.error_code().is_some_and(|code| code.0 != 0) {
                     self.failed = true;
                 }
+                if let Some(last) = frame.last_stream() {
+                    // RFC 9113 section 6.8: the last stream id of a GOAWAY
+                    // never grows.
+                    assert!(
+                        last <= self.goaway_last,
+                        "GOAWAY names stream {last} after one named {}",
+                        self.goaway_last
+                    );
+                    self.goaway_last = last;
+                }
             }
             kind::WINDOW_UPDATE => {
                 assert_eq!(payload.len(), 4, "WINDOW_UPDATE length");
@@ -164,6 +178,11 @@ impl ServerOutput {
         assert!(
             head.stream % 2 == 1,
             "server sent {head:?} on stream 0 or an even stream"
+        );
+        assert!(
+            head.stream <= self.goaway_last,
+            "server sent {head:?} on a stream above the last one its GOAWAY named ({})",
+            self.goaway_last
         );
         let state = self.streams.entry(head.stream).or_default();
         assert!(

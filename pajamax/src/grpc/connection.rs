@@ -2610,6 +2610,31 @@ mod tests {
         GrpcConnection::new(Arc::new(router), &GrpcConfig::default(), None)
     }
 
+    /// A graceful shutdown whose PING goes unanswered (`end_draining`),
+    /// then a request, refused, and a connection error: the error's GOAWAY
+    /// names the stream the second GOAWAY named, not the refused one
+    /// (RFC 9113 section 6.8: the id never grows).
+    #[test]
+    fn the_goaway_of_an_error_after_a_drain_names_no_refused_stream() {
+        let mut conn = connection();
+        let now = Instant::now();
+        conn.recv(&Client::handshake(&[]), now);
+        conn.go_away();
+        conn.end_draining();
+        // HEADERS on stream 1 with an empty block and END_STREAM, then
+        // DATA on stream 0.
+        let input = [0, 0, 0, 1, 5, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(conn.recv(&input, now), input.len());
+        assert!(conn.is_closed());
+        let mut client = Client::new();
+        let received = client.receive(conn.output()).expect("frames");
+        let named: Vec<u32> = received
+            .iter()
+            .filter_map(|r| r.frame.last_stream())
+            .collect();
+        assert_eq!(named, [0x7fff_ffff, 0, 0], "{received:?}");
+    }
+
     #[test]
     fn producers_held_back_by_the_clients_windows_do_not_ask_for_turns() {
         let mut router = Router::new();

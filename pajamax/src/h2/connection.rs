@@ -897,7 +897,7 @@ impl Connection {
     fn fail(&mut self, reason: Reason, message: &'static str) {
         frame::write_goaway(
             self.output.buf(),
-            self.streams.last(),
+            self.shutdown.last_stream(self.streams.last()),
             reason,
             message.as_bytes(),
         );

@@ -1262,6 +1262,49 @@ fn graceful_go_away_takes_two_steps() {
     assert!(peer.conn.error().is_none());
 }
 
+/// The last stream id of a GOAWAY never grows (RFC 9113 section 6.8): a
+/// stream refused after the second GOAWAY of a graceful shutdown, whether
+/// its PING was answered or not, is not named by the GOAWAY of a later
+/// connection error or close.
+#[test]
+fn a_goaway_after_the_graceful_one_names_no_later_stream() {
+    for answered in [false, true] {
+        for close in [false, true] {
+            let mut peer = Peer::default();
+            let bytes = peer.headers_frame(1, false);
+            peer.feed(&bytes);
+            peer.conn.go_away();
+            let sent = peer.take_frames()[1].ping_data().expect("a PING");
+            if answered {
+                peer.feed(&Frame::ping_ack(sent).to_bytes());
+            } else {
+                peer.conn.end_draining();
+            }
+            let frames = peer.take_frames();
+            assert_eq!(frames[0].last_stream(), Some(1));
+            let bytes = peer.headers_frame(3, true);
+            peer.feed(&bytes);
+            assert_eq!(
+                rst_reason(&peer.take_frames(), 3),
+                Some(Reason::REFUSED_STREAM)
+            );
+            if close {
+                peer.conn.close(Reason::NO_ERROR, "closed");
+            } else {
+                // PING on a stream: a connection error.
+                peer.feed(&frame_bytes(kind::PING, 0, 1, &[0; 8]));
+            }
+            let frames = peer.take_frames();
+            let goaway = frames.iter().find(|f| f.kind == kind::GOAWAY);
+            assert_eq!(
+                goaway.and_then(Frame::last_stream),
+                Some(1),
+                "answered {answered}, close {close}: {frames:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn goaway_from_the_client_closes_once_streams_are_done() {
     let mut peer = Peer::default();

@@ -15,6 +15,9 @@ pub(crate) struct Shutdown {
     draining: bool,
     /// A GOAWAY naming the last stream is out: new streams are refused.
     goaway_sent: bool,
+    /// The last stream that GOAWAY named, once it is out: a GOAWAY after
+    /// it names no later one (RFC 9113 section 6.8).
+    last_named: u32,
     /// A GOAWAY went either way, or the connection failed: one flag, so
     /// that the test of a connection's end, made several times a turn,
     /// is one load while none did.
@@ -25,6 +28,17 @@ impl Shutdown {
     /// Whether new streams are refused.
     pub(crate) fn goaway_sent(&self) -> bool {
         self.goaway_sent
+    }
+
+    /// The last stream id for a GOAWAY sent now, `highest` being the
+    /// highest the peer opened: the one named before, if a GOAWAY named
+    /// one, as streams opened after it were refused.
+    pub(crate) fn last_stream(&self, highest: u32) -> u32 {
+        if self.goaway_sent {
+            self.last_named
+        } else {
+            highest
+        }
     }
 
     /// Whether either side has said GOAWAY, or the connection failed: the
@@ -67,6 +81,7 @@ impl Shutdown {
             self.draining = false;
             frame::write_goaway(out, last_stream, Reason::NO_ERROR, b"");
             self.goaway_sent = true;
+            self.last_named = last_stream;
             self.ending = true;
         }
     }
@@ -78,6 +93,7 @@ impl Shutdown {
             self.draining = false;
             frame::write_goaway(out, last_stream, Reason::NO_ERROR, b"");
             self.goaway_sent = true;
+            self.last_named = last_stream;
             self.ending = true;
         }
     }

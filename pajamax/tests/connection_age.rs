@@ -7,72 +7,47 @@ mod common;
 use common::raw::{frame_bytes, RawPeer};
 use common::streams::{self, server_stream, Ask};
 use pajamax::h2::frame::{flag, kind, Reason};
-use pajamax_test_peer::TcpClient;
+use pajamax_test_peer::{Heard, TcpClient};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_old_connection_gets_a_graceful_goaway_and_closes() {
+/// A connection retired by `max_connection_age` as a raw client that
+/// opens no stream hears it: the first GOAWAY, with its PING, then all
+/// that comes up to the close, the PING answered or not.
+async fn retirement(answer_ping: bool) -> (Heard, Heard) {
     let server = common::start(
         pajamax::Server::builder()
             .workers(1)
             .max_connection_age(Duration::from_millis(200)),
     );
     let addr = server.local_addr();
-    let (first, last) = tokio::task::spawn_blocking(move || {
+    let heard = tokio::task::spawn_blocking(move || {
         let mut peer = RawPeer::handshake(addr, &[]);
-        // The first GOAWAY still allows every stream, and comes with a
-        // PING whose answer brings the second.
         let first = TcpClient::listen(&mut peer, WAIT, |h| {
             h.goaway.is_some() && !h.pings.is_empty() || h.closed
         });
-        for payload in &first.pings {
-            peer.send(&frame_bytes(kind::PING, flag::ACK, 0, payload));
+        if answer_ping {
+            for payload in &first.pings {
+                peer.send(&frame_bytes(kind::PING, flag::ACK, 0, payload));
+            }
         }
-        let last = TcpClient::listen(&mut peer, WAIT, |h| h.closed);
-        (first, last)
-    })
-    .await
-    .unwrap();
-    assert_eq!(
-        first.goaway.map(|code| Reason(code.0)),
-        Some(Reason::NO_ERROR)
-    );
-    assert_eq!(first.last_stream, Some((1 << 31) - 1), "{first:?}");
-    assert!(!first.closed, "{first:?}");
-    assert_eq!(
-        last.goaway.map(|code| Reason(code.0)),
-        Some(Reason::NO_ERROR)
-    );
-    assert_eq!(last.last_stream, Some(0), "{last:?}");
-    assert!(last.closed, "{last:?}");
-    common::stop(server).await;
-}
-
-/// A client that never answers the first GOAWAY's PING still gets the
-/// GOAWAY naming the last stream, some five seconds later (as from
-/// grpc-go), and the retired connection, with no call open, closes:
-/// without it the client could go on opening streams on it for good.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_answers_no_goaway_ping_gets_the_last_goaway_anyway() {
-    let server = common::start(
-        pajamax::Server::builder()
-            .workers(1)
-            .max_connection_age(Duration::from_millis(200)),
-    );
-    let addr = server.local_addr();
-    let (first, last) = tokio::task::spawn_blocking(move || {
-        let mut peer = RawPeer::handshake(addr, &[]);
-        let first = TcpClient::listen(&mut peer, WAIT, |h| {
-            h.goaway.is_some() && !h.pings.is_empty() || h.closed
-        });
-        // Silent from here on: the PING goes unanswered.
         let last = TcpClient::listen(&mut peer, 2 * WAIT, |h| h.closed);
         (first, last)
     })
     .await
     .unwrap();
+    common::stop(server).await;
+    heard
+}
+
+/// The first GOAWAY still allows every stream and comes with a PING; the
+/// second names the last stream, and the connection closes.
+fn assert_retired(first: &Heard, last: &Heard) {
+    assert_eq!(
+        first.goaway.map(|code| Reason(code.0)),
+        Some(Reason::NO_ERROR)
+    );
     assert_eq!(first.last_stream, Some((1 << 31) - 1), "{first:?}");
     assert!(!first.closed, "{first:?}");
     assert_eq!(
@@ -82,7 +57,23 @@ async fn a_client_that_answers_no_goaway_ping_gets_the_last_goaway_anyway() {
     );
     assert_eq!(last.last_stream, Some(0), "{last:?}");
     assert!(last.closed, "{last:?}");
-    common::stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_connection_gets_a_graceful_goaway_and_closes() {
+    // The PING's answer brings the second GOAWAY.
+    let (first, last) = retirement(true).await;
+    assert_retired(&first, &last);
+}
+
+/// A client that never answers the first GOAWAY's PING still gets the
+/// GOAWAY naming the last stream, some five seconds later (as from
+/// grpc-go), and the retired connection, with no call open, closes:
+/// without it the client could go on opening streams on it for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_answers_no_goaway_ping_gets_the_last_goaway_anyway() {
+    let (first, last) = retirement(false).await;
+    assert_retired(&first, &last);
 }
 
 /// A tonic client calling all along, across several retirements of its

@@ -230,6 +230,27 @@ async fn in_time<T>(what: impl Future<Output = T>) -> T {
         .expect("no answer: the worker is gone")
 }
 
+/// The status of a `Sum` call of `asks` that fails.
+async fn sum_fails(channel: &Channel, asks: Vec<Ask>) -> tonic::Status {
+    in_time(client(channel).await.client_streaming(
+        tonic::Request::new(tokio_stream::iter(asks)),
+        path("Sum"),
+        codec(),
+    ))
+    .await
+    .unwrap_err()
+}
+
+/// A server of one worker, the connection a test's call goes on and
+/// another one, served before the call.
+async fn two_connections() -> (pajamax::ServerHandle, Channel, Channel) {
+    let server = start(pajamax::Server::builder());
+    let channel = connect(&server).await;
+    let other = connect(&server).await;
+    still_served(&[&other]).await;
+    (server, channel, other)
+}
+
 /// Unary, server-streaming and client-streaming calls still go through on
 /// each of `channels`.
 async fn still_served(channels: &[&Channel]) {
@@ -285,10 +306,7 @@ fn ask_value(value: u64) -> Ask {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_producer_that_panics_as_it_is_dropped_at_its_end_ends_its_call_internal() {
-    let server = start(pajamax::Server::builder());
-    let channel = connect(&server).await;
-    let other = connect(&server).await;
-    still_served(&[&other]).await;
+    let (server, channel, other) = two_connections().await;
     let request = tonic::Request::new(Ask {
         count: 3,
         ..Default::default()
@@ -308,10 +326,7 @@ async fn a_producer_that_panics_as_it_is_dropped_at_its_end_ends_its_call_intern
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_producer_that_panics_as_it_is_dropped_when_the_client_cancels_harms_no_other_call() {
-    let server = start(pajamax::Server::builder());
-    let channel = connect(&server).await;
-    let other = connect(&server).await;
-    still_served(&[&other]).await;
+    let (server, channel, other) = two_connections().await;
     let ticks = open_ticks(&channel, ticks_every(5)).await;
     // RST_STREAM(CANCEL), ahead of the next calls on the connection.
     drop(ticks);
@@ -321,10 +336,7 @@ async fn a_producer_that_panics_as_it_is_dropped_when_the_client_cancels_harms_n
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_producer_that_panics_as_it_is_dropped_at_its_deadline_ends_its_call_deadline_exceeded() {
-    let server = start(pajamax::Server::builder());
-    let channel = connect(&server).await;
-    let other = connect(&server).await;
-    still_served(&[&other]).await;
+    let (server, channel, other) = two_connections().await;
     let mut request = ticks_every(5);
     request.set_timeout(Duration::from_millis(300));
     let ticks = open_ticks(&channel, request).await;
@@ -338,10 +350,7 @@ async fn a_producer_that_panics_as_it_is_dropped_at_its_deadline_ends_its_call_d
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bidi_handler_that_panics_as_it_is_dropped_at_its_end_ends_its_call_internal() {
-    let server = start(pajamax::Server::builder());
-    let channel = connect(&server).await;
-    let other = connect(&server).await;
-    still_served(&[&other]).await;
+    let (server, channel, other) = two_connections().await;
     let (send, answers) = open_echo(&channel).await;
     send.send(ask_value(8)).await.unwrap();
     // The client is done: `on_end` answers OK, then the handler is dropped.
@@ -356,10 +365,7 @@ async fn a_bidi_handler_that_panics_as_it_is_dropped_at_its_end_ends_its_call_in
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bidi_handler_that_panics_as_it_is_dropped_when_the_client_cancels_harms_no_other_call() {
-    let server = start(pajamax::Server::builder());
-    let channel = connect(&server).await;
-    let other = connect(&server).await;
-    still_served(&[&other]).await;
+    let (server, channel, other) = two_connections().await;
     let (send, answers) = open_echo(&channel).await;
     drop(answers);
     drop(send);
@@ -369,22 +375,12 @@ async fn a_bidi_handler_that_panics_as_it_is_dropped_when_the_client_cancels_har
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_stream_handler_that_panics_as_it_is_dropped_keeps_the_error_it_returned() {
-    let server = start(pajamax::Server::builder());
-    let channel = connect(&server).await;
-    let other = connect(&server).await;
-    still_served(&[&other]).await;
+    let (server, channel, other) = two_connections().await;
     let failing = Ask {
         fail_code: tonic::Code::FailedPrecondition as i32,
         ..Default::default()
     };
-    let asks = tokio_stream::iter(vec![ask_value(1), failing]);
-    let status = in_time(client(&channel).await.client_streaming(
-        tonic::Request::new(asks),
-        path("Sum"),
-        codec(),
-    ))
-    .await
-    .unwrap_err();
+    let status = sum_fails(&channel, vec![ask_value(1), failing]).await;
     assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
     still_served(&[&channel, &other]).await;
     common::stop(server).await;
@@ -393,23 +389,13 @@ async fn a_client_stream_handler_that_panics_as_it_is_dropped_keeps_the_error_it
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_stream_handler_that_panics_as_it_is_dropped_while_deferring_ends_its_call_internal(
 ) {
-    let server = start(pajamax::Server::builder());
-    let channel = connect(&server).await;
-    let other = connect(&server).await;
-    still_served(&[&other]).await;
+    let (server, channel, other) = two_connections().await;
     let deferring = Ask {
         value: 2,
         endless: true,
         ..Default::default()
     };
-    let asks = tokio_stream::iter(vec![ask_value(40), deferring]);
-    let status = in_time(client(&channel).await.client_streaming(
-        tonic::Request::new(asks),
-        path("Sum"),
-        codec(),
-    ))
-    .await
-    .unwrap_err();
+    let status = sum_fails(&channel, vec![ask_value(40), deferring]).await;
     assert_eq!(status.code(), tonic::Code::Internal, "{status:?}");
     still_served(&[&channel, &other]).await;
     common::stop(server).await;

@@ -2357,20 +2357,14 @@ impl GrpcConnection {
     fn recycle(&mut self, mut call: Box<Call>) {
         self.metadata_bytes = self.metadata_bytes.saturating_sub(call.metadata_counted);
         call.metadata_counted = 0;
-        match &mut call.state {
-            State::Collecting => {}
-            State::Remote(remote) => {
-                // The connection's credit its sink held goes back once the
-                // output allows, not at once: its bytes may still wait
-                // there.
-                self.lent_due += remote.shared.take_lent();
-            }
-            // Reset by the client, or the connection failed: a panic as
-            // its producer or handler is dropped has no call left to end.
-            state @ (State::Producing { .. } | State::Handling { .. }) => {
-                let _ = let_go(state);
-            }
+        if let State::Remote(remote) = &call.state {
+            // The connection's credit its sink held goes back once the
+            // output allows, not at once: its bytes may still wait there.
+            self.lent_due += remote.shared.take_lent();
         }
+        // Reset by the client, or the connection failed: a panic as its
+        // producer or handler is dropped has no call left to end.
+        let _ = let_go(&mut call.state);
         if self.spare.len() < self.max_spare && call.inbound.capacity() <= 64 << 10 {
             call.reset();
             self.spare.push(call);

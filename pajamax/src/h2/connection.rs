@@ -790,9 +790,6 @@ impl Connection {
         Ok(())
     }
 
-    /// Counts a frame or error that did not move a request forward; past
-    /// the budget the peer is flooding and the connection ends with
-    /// ENHANCE_YOUR_CALM.
     /// Starts the count of frames that moved no request forward again, as
     /// a completed answer does: a caller that does so once a minute lets
     /// a connection whose streams live for days take its client's
@@ -802,6 +799,9 @@ impl Connection {
         self.unproductive = 0;
     }
 
+    /// Counts a frame or error that did not move a request forward; past
+    /// the budget the peer is flooding and the connection ends with
+    /// ENHANCE_YOUR_CALM.
     fn count_unproductive(&mut self) -> Result<(), Error> {
         self.unproductive += 1;
         if self.unproductive > self.config.max_unproductive_frames {

@@ -89,12 +89,8 @@ impl Shutdown {
     /// A PING ACK from the peer: if it answers the shutdown PING, the
     /// second step, a GOAWAY naming `last_stream`.
     pub(crate) fn on_ping_ack(&mut self, payload: &[u8; 8], last_stream: u32, out: &mut Vec<u8>) {
-        if self.draining && *payload == SHUTDOWN_PING {
-            self.draining = false;
-            frame::write_goaway(out, last_stream, Reason::NO_ERROR, b"");
-            self.goaway_sent = true;
-            self.last_named = last_stream;
-            self.ending = true;
+        if *payload == SHUTDOWN_PING {
+            self.end_draining(last_stream, out);
         }
     }
 }

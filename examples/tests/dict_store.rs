@@ -442,28 +442,28 @@ async fn the_binary_serves_with_settings_from_the_environment() {
     assert_eq!(total, 1);
 }
 
-#[test]
-fn the_binary_rejects_a_bad_setting() {
+/// The standard error of the binary run with `name` set to `value`,
+/// which must make it fail.
+fn the_binary_fails_with(name: &str, value: &str) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_dict_store"))
         .arg("127.0.0.1:0")
-        .env("DICT_STORE_SHARDS", "none")
+        .env(name, value)
         .output()
         .unwrap();
     assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn the_binary_rejects_a_bad_setting() {
+    let stderr = the_binary_fails_with("DICT_STORE_SHARDS", "none");
     assert!(stderr.contains("DICT_STORE_SHARDS"), "{stderr}");
 }
 
 #[test]
 fn the_binary_rejects_a_queue_too_large_to_make() {
     // A queue takes room for all its calls when it is made.
-    let output = Command::new(env!("CARGO_BIN_EXE_dict_store"))
-        .arg("127.0.0.1:0")
-        .env("DICT_STORE_QUEUE_SIZE", "18446744073709551615")
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = the_binary_fails_with("DICT_STORE_QUEUE_SIZE", "18446744073709551615");
     assert!(stderr.contains("DICT_STORE_QUEUE_SIZE"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }

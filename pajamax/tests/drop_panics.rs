@@ -260,6 +260,23 @@ async fn still_served(channels: &[&Channel]) {
     }
 }
 
+/// Checks that both connections are still served, then stops the server.
+async fn still_served_then_stop(server: pajamax::ServerHandle, channel: &Channel, other: &Channel) {
+    still_served(&[channel, other]).await;
+    common::stop(server).await;
+}
+
+/// The status a stream ended with, which must have `code`.
+fn ended_with(end: Result<(), tonic::Status>, code: tonic::Code) -> tonic::Status {
+    let status = end.unwrap_err();
+    assert_eq!(status.code(), code, "{status:?}");
+    status
+}
+
+fn values(items: &[Item]) -> Vec<u64> {
+    items.iter().map(|i| i.value).collect()
+}
+
 /// Opens a bidirectional `Echo` call and waits for the answer to its first
 /// message; returns the sender of further messages and the answers.
 async fn open_echo(channel: &Channel) -> (tokio::sync::mpsc::Sender<Ask>, tonic::Streaming<Item>) {
@@ -317,11 +334,9 @@ async fn a_producer_that_panics_as_it_is_dropped_at_its_end_ends_its_call_intern
         .await
         .unwrap();
     let (items, end, _) = in_time(streams::collect(response.into_inner())).await;
-    let values: Vec<u64> = items.iter().map(|i| i.value).collect();
-    assert_eq!(values, [1, 2, 3]);
-    assert_eq!(end.unwrap_err().code(), tonic::Code::Internal);
-    still_served(&[&channel, &other]).await;
-    common::stop(server).await;
+    assert_eq!(values(&items), [1, 2, 3]);
+    ended_with(end, tonic::Code::Internal);
+    still_served_then_stop(server, &channel, &other).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -330,8 +345,7 @@ async fn a_producer_that_panics_as_it_is_dropped_when_the_client_cancels_harms_n
     let ticks = open_ticks(&channel, ticks_every(5)).await;
     // RST_STREAM(CANCEL), ahead of the next calls on the connection.
     drop(ticks);
-    still_served(&[&channel, &other]).await;
-    common::stop(server).await;
+    still_served_then_stop(server, &channel, &other).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -342,10 +356,8 @@ async fn a_producer_that_panics_as_it_is_dropped_at_its_deadline_ends_its_call_d
     let ticks = open_ticks(&channel, request).await;
     let (items, end, _) = in_time(streams::collect(ticks)).await;
     assert!(!items.is_empty());
-    let status = end.unwrap_err();
-    assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
-    still_served(&[&channel, &other]).await;
-    common::stop(server).await;
+    ended_with(end, tonic::Code::DeadlineExceeded);
+    still_served_then_stop(server, &channel, &other).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,11 +368,9 @@ async fn a_bidi_handler_that_panics_as_it_is_dropped_at_its_end_ends_its_call_in
     // The client is done: `on_end` answers OK, then the handler is dropped.
     drop(send);
     let (items, end, _) = in_time(streams::collect(answers)).await;
-    assert_eq!(items.iter().map(|i| i.value).collect::<Vec<_>>(), [8]);
-    let status = end.unwrap_err();
-    assert_eq!(status.code(), tonic::Code::Internal, "{status:?}");
-    still_served(&[&channel, &other]).await;
-    common::stop(server).await;
+    assert_eq!(values(&items), [8]);
+    ended_with(end, tonic::Code::Internal);
+    still_served_then_stop(server, &channel, &other).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -369,8 +379,7 @@ async fn a_bidi_handler_that_panics_as_it_is_dropped_when_the_client_cancels_har
     let (send, answers) = open_echo(&channel).await;
     drop(answers);
     drop(send);
-    still_served(&[&channel, &other]).await;
-    common::stop(server).await;
+    still_served_then_stop(server, &channel, &other).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -382,8 +391,7 @@ async fn a_client_stream_handler_that_panics_as_it_is_dropped_keeps_the_error_it
     };
     let status = sum_fails(&channel, vec![ask_value(1), failing]).await;
     assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
-    still_served(&[&channel, &other]).await;
-    common::stop(server).await;
+    still_served_then_stop(server, &channel, &other).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -397,8 +405,7 @@ async fn a_client_stream_handler_that_panics_as_it_is_dropped_while_deferring_en
     };
     let status = sum_fails(&channel, vec![ask_value(40), deferring]).await;
     assert_eq!(status.code(), tonic::Code::Internal, "{status:?}");
-    still_served(&[&channel, &other]).await;
-    common::stop(server).await;
+    still_served_then_stop(server, &channel, &other).await;
 }
 
 /// A raw connection to `addr` with a `Tick` stream (stream 1) and an
@@ -489,8 +496,7 @@ async fn calls_whose_producer_and_handler_panic_as_dropped_at_the_end_of_a_shutd
     let (_, echo_end, _) = in_time(streams::collect(answers)).await;
     drop(send);
     for end in [ticks_end, echo_end] {
-        let status = end.unwrap_err();
-        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+        let status = ended_with(end, tonic::Code::Unavailable);
         assert!(status.message().contains("shutting down"), "{status:?}");
     }
     in_time(stopping).await.unwrap();

@@ -20,6 +20,20 @@ fn api_key(_: &CallInfo<'_>, ctx: &mut Context<'_>) -> Result<(), Status> {
     }
 }
 
+/// Lets every call through, adding `x-checked` to its headers and
+/// `x-seen` to its trailers.
+fn mark(_: &CallInfo<'_>, ctx: &mut Context<'_>) -> Result<(), Status> {
+    ctx.headers_mut().insert("x-checked", "yes").unwrap();
+    ctx.trailers_mut().insert("x-seen", "yes").unwrap();
+    Ok(())
+}
+
+/// Asserts that `metadata` holds both entries `mark` adds.
+fn assert_marked(metadata: &tonic::metadata::MetadataMap) {
+    assert_eq!(metadata.get("x-checked").unwrap(), "yes", "{metadata:?}");
+    assert_eq!(metadata.get("x-seen").unwrap(), "yes", "{metadata:?}");
+}
+
 fn keyed(text_sent: &str, key: Option<&str>) -> tonic::Request<common::ProbeRequest> {
     let mut request = text(text_sent);
     if let Some(key) = key {
@@ -300,13 +314,7 @@ async fn observers_see_calls_whose_deadline_passed_before_their_handler() {
 /// answer's headers, the trailers with its status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interceptor_metadata_reaches_every_kind_of_call() {
-    let (server, _) = streams::start(pajamax::Server::builder().workers(1).intercept(
-        |_: &CallInfo<'_>, ctx: &mut Context<'_>| {
-            ctx.headers_mut().insert("x-checked", "yes").unwrap();
-            ctx.trailers_mut().insert("x-seen", "yes").unwrap();
-            Ok(())
-        },
-    ));
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1).intercept(mark));
     let channel = connect(&server).await;
     let ask = |count| Ask {
         count,
@@ -394,31 +402,32 @@ async fn observers_count_compressed_requests_inflated_on_every_kind_of_call() {
         blob: vec![7; 4000],
     };
     let framed = ask.encoded_len() as u64 + 5;
-    let client =
-        || tonic::client::Grpc::new(channel.clone()).send_compressed(CompressionEncoding::Gzip);
+    let client = || async {
+        let mut client =
+            tonic::client::Grpc::new(channel.clone()).send_compressed(CompressionEncoding::Gzip);
+        client.ready().await.unwrap();
+        client
+    };
     let codec = || tonic_prost::ProstCodec::<PaddedAsk, Item>::default();
     let path = |method: &str| PathAndQuery::try_from(format!("/test.Streams/{method}")).unwrap();
-    let mut unary = client();
-    unary.ready().await.unwrap();
-    unary
+    client()
+        .await
         .unary(tonic::Request::new(ask.clone()), path("Unary"), codec())
         .await
         .unwrap();
     for method in ["Sum", "SumThread"] {
-        let mut streaming = client();
-        streaming.ready().await.unwrap();
         let asks = tokio_stream::iter(vec![ask.clone(), ask.clone()]);
-        let sum = streaming
+        let sum = client()
+            .await
             .client_streaming(tonic::Request::new(asks), path(method), codec())
             .await
             .unwrap();
         assert_eq!(sum.get_ref().value, 2, "{method}");
     }
     for method in ["Echo", "EchoThread"] {
-        let mut streaming = client();
-        streaming.ready().await.unwrap();
         let asks = tokio_stream::iter(vec![ask.clone(), ask.clone()]);
-        let response = streaming
+        let response = client()
+            .await
             .streaming(tonic::Request::new(asks), path(method), codec())
             .await
             .unwrap();
@@ -458,11 +467,7 @@ async fn interceptor_metadata_reaches_calls_refused_for_room() {
         pajamax::Server::builder()
             .workers(1)
             .max_buffered_request_bytes(BLOB + 100)
-            .intercept(|_: &CallInfo<'_>, ctx: &mut Context<'_>| {
-                ctx.headers_mut().insert("x-checked", "yes").unwrap();
-                ctx.trailers_mut().insert("x-seen", "yes").unwrap();
-                Ok(())
-            })
+            .intercept(mark)
             .add_service(Streams {
                 seen: Default::default(),
             }),
@@ -491,8 +496,7 @@ async fn interceptor_metadata_reaches_calls_refused_for_room() {
         tonic::Code::ResourceExhausted,
         "wait for other threads",
     );
-    assert_eq!(status.metadata().get("x-checked").unwrap(), "yes");
-    assert_eq!(status.metadata().get("x-seen").unwrap(), "yes");
+    assert_marked(status.metadata());
     // `count` 0: no messages; the blob makes the request too large to
     // wait beside the first.
     let ask = streams::PaddedAsk {
@@ -514,13 +518,11 @@ async fn interceptor_metadata_reaches_calls_refused_for_room() {
         tonic::Code::ResourceExhausted,
         "wait for other threads",
     );
-    assert_eq!(status.metadata().get("x-checked").unwrap(), "yes");
-    assert_eq!(status.metadata().get("x-seen").unwrap(), "yes");
+    assert_marked(status.metadata());
     // The call held is answered, with the metadata.
     let reply = first.await.unwrap().unwrap();
     assert_eq!(reply.get_ref().text, "held");
-    assert_eq!(reply.metadata().get("x-checked").unwrap(), "yes");
-    assert_eq!(reply.metadata().get("x-seen").unwrap(), "yes");
+    assert_marked(reply.metadata());
     common::stop(server).await;
 }
 

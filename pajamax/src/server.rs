@@ -153,7 +153,8 @@ impl Builder {
     }
 
     /// Connections served at once; a connection past it gets a GOAWAY and
-    /// is closed. Default: 10 000.
+    /// is closed. Default: 10 000. 0, which would refuse every connection,
+    /// makes [`bind`](Builder::bind) fail with `InvalidInput`.
     pub fn max_connections(mut self, max: usize) -> Builder {
         self.config.max_connections = max;
         self
@@ -773,6 +774,9 @@ fn check(config: &RuntimeConfig) -> io::Result<()> {
     let invalid = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
     if config.workers > MAX_WORKERS {
         return invalid(format!("workers {} is above {MAX_WORKERS}", config.workers));
+    }
+    if config.max_connections == 0 {
+        return invalid("max_connections 0: every connection would be refused".to_string());
     }
     for (name, value, why) in [
         (

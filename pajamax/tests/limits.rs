@@ -119,6 +119,7 @@ fn settings_outside_http2_ranges_are_refused_at_bind() {
 }
 
 /// Settings with which no call could be served fail `bind`: with no
+/// connection allowed, every client is sent away; with no
 /// stream allowed, clients wait for one for good; with a stream window of
 /// 0, no request message can be sent; with no frame budget, the client's
 /// first SETTINGS closes every connection.
@@ -130,6 +131,10 @@ fn settings_that_serve_no_call_are_refused_at_bind() {
         pajamax::Server::builder().h2_config(config)
     };
     let refused = [
+        (
+            "max_connections",
+            pajamax::Server::builder().max_connections(0),
+        ),
         (
             "max_concurrent_streams",
             pajamax::Server::builder().max_concurrent_streams(0),
@@ -158,6 +163,7 @@ fn settings_that_serve_no_call_are_refused_at_bind() {
     let server = pajamax::Server::builder()
         .workers(1)
         .pin_workers(false)
+        .max_connections(1)
         .max_concurrent_streams(1)
         .initial_stream_window(1)
         .bind("127.0.0.1:0")

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# gRPC's pure-JavaScript client (@grpc/grpc-js with @grpc/proto-loader, over
+# Node's http2 module, which is nghttp2; plaintext) against the
+# `interop-server` example: a third HTTP/2 and gRPC client implementation
+# after grpc-go's (scripts/conformance.sh) and grpc-java's
+# (scripts/interop-java.sh).
+#
+# The client is ours, scripts/conformance-tools/node/interop_client.js,
+# written from gRPC's interop test descriptions; it loads the protos of
+# examples/proto/grpc/testing at run time and reads what goes on the wire
+# (headers, trailers, each message's compressed flag) as well as what grpc-js
+# gives it. Its cases: the interop cases below, with all four compression
+# cases, and two of our own: concurrent_calls (100 FullDuplexCall ping-pongs
+# and 100 large unary calls at once on one channel) and slow_reader (a 5 MiB
+# server stream read with pauses that shut its window, every answer
+# checked). Each case runs in a process of its own, for at most 60 s.
+#
+# A known deviation (server_compressed_streaming: pajamax compresses per
+# call, so an answer asking for no compression in a compressed call still
+# goes compressed) is reported and counted, not failed, unless
+# INTEROP_STRICT=1.
+#
+# Needs cargo, node (18 or later), npm and python3; node and npm are
+# installed with apt-get when missing and run as root. The client's packages,
+# pinned by scripts/conformance-tools/node/package-lock.json, are installed
+# with `npm ci` into ${CARGO_TARGET_DIR:-target}/conformance/node the first
+# time, and again only when that lock file changes. Exits non-zero on any
+# failure.
+#
+# Environment:
+#   INTEROP_STRICT  1: a known deviation fails its case
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+CASES=(
+    empty_unary
+    large_unary
+    client_compressed_unary
+    server_compressed_unary
+    client_streaming
+    client_compressed_streaming
+    server_streaming
+    server_compressed_streaming
+    ping_pong
+    empty_stream
+    custom_metadata
+    status_code_and_message
+    special_status_message
+    unimplemented_method
+    unimplemented_service
+    cancel_after_begin
+    cancel_after_first_response
+    timeout_on_sleeping_server
+    # Ours.
+    concurrent_calls
+    slow_reader
+)
+node_dir="$root/scripts/conformance-tools/node"
+client="$node_dir/interop_client.js"
+lock="$node_dir/package-lock.json"
+
+log_as interop-node
+
+# ----- tools -----
+
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        log "installing Node.js and npm"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            nodejs npm >/dev/null
+    fi
+fi
+require interop-node cargo node npm python3
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$node_major" -lt 18 ]; then
+    echo "interop-node: node $(node --version) is too old (18 or later is needed)" >&2
+    exit 1
+fi
+set_target_dir
+cache="$target_dir/conformance/node"
+
+# The packages are current when they were installed from the lock file as it
+# is now; the copy of the lock file is made last, once they all are.
+if ! { [ -d "$cache/node_modules" ] && cmp -s "$lock" "$cache/package-lock.json"; }; then
+    log "installing the client's packages (npm ci) into $cache"
+    rm -rf "$cache"
+    mkdir -p "$cache/install"
+    cp "$node_dir/package.json" "$lock" "$cache/install/"
+    # --ignore-scripts: nothing here needs an install script (protobufjs's
+    # only checks the versions of its dependents).
+    if ! (cd "$cache/install" && npm ci --ignore-scripts --no-audit --no-fund) >"$cache/npm.log" 2>&1; then
+        echo "interop-node: npm ci failed:" >&2
+        tail -n 40 "$cache/npm.log" >&2
+        exit 1
+    fi
+    mv "$cache/install/node_modules" "$cache/node_modules"
+    rm -rf "$cache/install"
+    cp "$lock" "$cache/package-lock.json"
+fi
+export NODE_PATH="$cache/node_modules"
+package_version() {
+    node -p "require('$cache/node_modules/$1/package.json').version"
+}
+grpc_js_version=$(package_version @grpc/grpc-js)
+proto_loader_version=$(package_version @grpc/proto-loader)
+log "node $(node --version), @grpc/grpc-js $grpc_js_version, @grpc/proto-loader $proto_loader_version"
+
+# ----- server -----
+
+log "building interop-server (release)"
+cargo build --release -p pajamax-examples --bin interop-server
+interop_bin="$target_dir/release/interop-server"
+
+use_work_dir
+
+start_on_free_port "$work/interop-server.log" "$interop_bin" "--port={port}" --use_tls=false
+interop_port=$started_port
+interop_pid=$started_pid
+log "interop-server on 127.0.0.1:$interop_port"
+
+# ----- cases -----
+
+failures=0
+passed=0
+summary=()
+deviations=()
+for case_name in "${CASES[@]}"; do
+    out="$work/$case_name.txt"
+    rc=0
+    timeout 60 node "$client" --server_host=127.0.0.1 --server_port="$interop_port" \
+        --proto_dir="$root/examples/proto" --test_case="$case_name" >"$out" 2>&1 || rc=$?
+    if [ "$rc" -ne 0 ] || ! grep -q "^$case_name: ok: " "$out"; then
+        if [ "$rc" -eq 124 ]; then
+            log "$case_name: FAILED (timed out after 60 s)"
+        else
+            log "$case_name: FAILED (exit $rc)"
+        fi
+        tail -n 30 "$out" >&2
+        failures=$((failures + 1))
+        continue
+    fi
+    log "$(grep "^$case_name: ok: " "$out")"
+    while IFS= read -r line; do
+        log "$line"
+        deviations+=("$line")
+    done < <(grep "^$case_name: known deviation: " "$out" || true)
+    passed=$((passed + 1))
+done
+
+summary+=("@grpc/grpc-js $grpc_js_version interop: $passed/${#CASES[@]} cases passed")
+if [ "${#deviations[@]}" -ne 0 ]; then
+    summary+=("known deviations (INTEROP_STRICT=1 fails them): ${#deviations[@]}")
+    for line in "${deviations[@]}"; do
+        summary+=("  $line")
+    done
+fi
+
+if ! kill -0 "$interop_pid" 2>/dev/null; then
+    echo "interop-node: interop-server's log:" >&2
+    tail -n 30 "$work/interop-server.log" >&2
+fi
+check_running interop-node "$interop_pid"
+
+print_summary interop-node "interop-node"

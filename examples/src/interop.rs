@@ -84,13 +84,15 @@ impl TestService for InteropService {
         request: StreamingOutputCallRequest,
     ) -> Result<ServerStream<StreamingOutputCallResponse>, Status> {
         echo_metadata(ctx)?;
-        // Compression is chosen per call: as the first answer asks.
-        if let Some(flag) = request
+        // The answers are compressed if one of them asks to be (and the
+        // client accepts gzip); those that ask not to be go uncompressed.
+        let asked: Vec<bool> = request
             .response_parameters
-            .first()
-            .and_then(|parameters| parameters.compressed.as_ref())
-        {
-            ctx.compress_response(flag.value);
+            .iter()
+            .filter_map(|parameters| parameters.compressed.as_ref().map(|flag| flag.value))
+            .collect();
+        if !asked.is_empty() {
+            ctx.compress_response(asked.contains(&true));
         }
         Ok(ServerStream::from_producer(PacedAnswers::new(request)?))
     }
@@ -129,8 +131,10 @@ impl TestService for InteropService {
 /// its `interval_us`; the worker serves other calls while one waits.
 struct PacedAnswers {
     kind: i32,
-    /// `(size, interval)` of each answer still to send.
-    left: VecDeque<(i32, Duration)>,
+    /// `(size, interval, uncompressed)` of each answer still to send; an
+    /// answer asked not to be compressed goes uncompressed in a compressed
+    /// call.
+    left: VecDeque<(i32, Duration, bool)>,
     /// When the next answer is due.
     due: Option<Instant>,
     status: Option<Status>,
@@ -143,7 +147,15 @@ impl PacedAnswers {
             let interval = u64::try_from(parameters.interval_us).map_err(|_| {
                 Status::invalid_argument(format!("negative interval_us {}", parameters.interval_us))
             })?;
-            left.push_back((parameters.size, Duration::from_micros(interval)));
+            let uncompressed = parameters
+                .compressed
+                .as_ref()
+                .is_some_and(|flag| !flag.value);
+            left.push_back((
+                parameters.size,
+                Duration::from_micros(interval),
+                uncompressed,
+            ));
         }
         Ok(PacedAnswers {
             kind: request.response_type,
@@ -156,7 +168,7 @@ impl PacedAnswers {
 
 impl Producer<StreamingOutputCallResponse> for PacedAnswers {
     fn next(&mut self, now: Instant) -> Next<StreamingOutputCallResponse> {
-        let Some(&(size, interval)) = self.left.front() else {
+        let Some(&(size, interval, uncompressed)) = self.left.front() else {
             return Next::End(self.status.take().map_or(Ok(()), Err));
         };
         let due = *self.due.get_or_insert(now + interval);
@@ -165,11 +177,16 @@ impl Producer<StreamingOutputCallResponse> for PacedAnswers {
         }
         self.left.pop_front();
         self.due = None;
-        match payload(self.kind, size) {
-            Ok(payload) => Next::Message(StreamingOutputCallResponse {
+        let answer = match payload(self.kind, size) {
+            Ok(payload) => StreamingOutputCallResponse {
                 payload: Some(payload),
-            }),
-            Err(status) => Next::End(Err(status)),
+            },
+            Err(status) => return Next::End(Err(status)),
+        };
+        if uncompressed {
+            Next::Uncompressed(answer)
+        } else {
+            Next::Message(answer)
         }
     }
 }
@@ -230,7 +247,16 @@ fn full_duplex(
                 },
                 Err(status) => return sink.finish(Err(status)),
             };
-            if sink.send(&answer).is_err() {
+            let uncompressed = parameters
+                .compressed
+                .as_ref()
+                .is_some_and(|flag| !flag.value);
+            let sent = if uncompressed {
+                sink.send_uncompressed(&answer)
+            } else {
+                sink.send(&answer)
+            };
+            if sent.is_err() {
                 // The call has ended (cancelled, deadline, connection gone).
                 return;
             }

@@ -7,7 +7,10 @@ mod common;
 use common::streams::{self, bidi, client_stream, collect, server_stream, Ask, Item};
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
-use pajamax::{Context, Method, MethodKind, Reply, Service, Status};
+use pajamax::{
+    BidiHandler, BidiStream, Context, Method, MethodKind, Next, Producer, RawInbound,
+    RawServerStream, Reply, Responses, ServerStream, Service, Status,
+};
 use pajamax_test_peer::{Frame, TcpClient};
 use prost::Message;
 use std::io::{Read, Write};
@@ -44,8 +47,53 @@ impl Service for Zip {
                 name: "Plain",
                 kind: MethodKind::Unary,
             },
+            Method {
+                name: "Mixed",
+                kind: MethodKind::ServerStreaming,
+            },
+            Method {
+                name: "MixedThread",
+                kind: MethodKind::ServerStreaming,
+            },
+            Method {
+                name: "MixedEcho",
+                kind: MethodKind::BidiStreaming,
+            },
         ];
         METHODS
+    }
+
+    fn server_streaming(
+        &self,
+        method: usize,
+        ctx: &mut Context<'_>,
+        request: &[u8],
+    ) -> Result<RawServerStream, Status> {
+        let look: Look = pajamax::decode_request(request)?;
+        if method == 2 {
+            return Ok(ServerStream::from_producer(Mixed(look.blob, 0)).into_raw());
+        }
+        let (stream, mut sink) = ServerStream::<Look>::channel(ctx);
+        std::thread::spawn(move || {
+            for plain in MIXED {
+                let answer = Look {
+                    request_compressed: false,
+                    blob: look.blob.clone(),
+                };
+                let sent = if plain {
+                    sink.send_uncompressed(&answer)
+                } else {
+                    sink.send(&answer)
+                };
+                sent.unwrap();
+            }
+            sink.finish(Ok(()));
+        });
+        Ok(stream.into_raw())
+    }
+
+    fn bidi_streaming(&self, _method: usize, _ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
+        Ok(BidiStream::on_worker(MixedEcho).into_raw())
     }
 
     fn unary(
@@ -63,6 +111,49 @@ impl Service for Zip {
             request_compressed: ctx.request_compressed(),
             blob: look.blob,
         });
+        Ok(())
+    }
+}
+
+/// Which answers of `test.Zip/Mixed` and `MixedThread` are sent
+/// uncompressed.
+const MIXED: [bool; 3] = [false, true, false];
+
+/// `test.Zip/Mixed`: the request's blob three times, the second sent
+/// uncompressed.
+struct Mixed(Vec<u8>, usize);
+
+impl Producer<Look> for Mixed {
+    fn next(&mut self, _now: Instant) -> Next<Look> {
+        let Some(&plain) = MIXED.get(self.1) else {
+            return Next::End(Ok(()));
+        };
+        self.1 += 1;
+        let answer = Look {
+            request_compressed: false,
+            blob: self.0.clone(),
+        };
+        if plain {
+            Next::Uncompressed(answer)
+        } else {
+            Next::Message(answer)
+        }
+    }
+}
+
+/// `test.Zip/MixedEcho`: answers each request twice, the second time
+/// uncompressed.
+struct MixedEcho;
+
+impl BidiHandler<Look, Look> for MixedEcho {
+    fn on_message(
+        &mut self,
+        _ctx: &mut Context<'_>,
+        request: Look,
+        responses: &mut Responses<'_, Look>,
+    ) -> Result<(), Status> {
+        responses.send(&request);
+        responses.send_uncompressed(&request);
         Ok(())
     }
 }
@@ -422,6 +513,61 @@ fn a_handler_that_turns_compression_off_answers_uncompressed() {
     );
     assert_eq!(wire.messages.len(), 1);
     assert_eq!(wire.messages[0].0, 1);
+    server.shutdown();
+}
+
+/// Answers sent uncompressed on purpose go flagged 0 on a compressed
+/// call, from a producer on the worker, a sink on a thread and a
+/// bidirectional handler on the worker; on a call not compressed, every
+/// answer goes flagged 0 (the internal mark never reaches the wire).
+#[test]
+fn messages_sent_uncompressed_go_uncompressed_in_a_compressed_stream() {
+    let server = start(true);
+    let addr = server.local_addr();
+    let (request, body) = gzipped_request(3000);
+    let both = [("grpc-encoding", "gzip"), ("grpc-accept-encoding", "gzip")];
+    let only_gzip_requests = [("grpc-encoding", "gzip")];
+    // Two requests in one body for the bidirectional call.
+    let two = [body.clone(), body.clone()].concat();
+    for (method, body, compressed, plain) in [
+        ("Mixed", &body, &[1, 0, 1][..], &[0, 0, 0][..]),
+        ("MixedThread", &body, &[1, 0, 1], &[0, 0, 0]),
+        ("MixedEcho", &two, &[1, 0, 1, 0], &[0, 0, 0, 0]),
+    ] {
+        let wire = raw_call(addr, method, &both, body);
+        assert_eq!(wire.heard.status(1), Some("0"), "{method}");
+        assert_eq!(
+            wire.heard.blocks[0].get("grpc-encoding"),
+            Some(&b"gzip"[..]),
+            "{method}"
+        );
+        let flags: Vec<u8> = wire.messages.iter().map(|(flag, _)| *flag).collect();
+        assert_eq!(flags, compressed, "{method}");
+        for (flag, payload) in &wire.messages {
+            let bytes = if *flag == 1 {
+                let mut inflated = Vec::new();
+                GzDecoder::new(&payload[..])
+                    .read_to_end(&mut inflated)
+                    .unwrap();
+                inflated
+            } else {
+                payload.clone()
+            };
+            let answer = Look::decode(&bytes[..]).unwrap();
+            assert_eq!(answer.blob, request.blob, "{method}");
+        }
+
+        // A client that accepts no compression gets every answer flagged
+        // 0, with the same bytes.
+        let wire = raw_call(addr, method, &only_gzip_requests, body);
+        assert_eq!(wire.heard.status(1), Some("0"), "{method}");
+        assert_eq!(wire.heard.blocks[0].get("grpc-encoding"), None);
+        let flags: Vec<u8> = wire.messages.iter().map(|(flag, _)| *flag).collect();
+        assert_eq!(flags, plain, "{method}");
+        for (_, payload) in &wire.messages {
+            assert_eq!(Look::decode(&payload[..]).unwrap().blob, request.blob);
+        }
+    }
     server.shutdown();
 }
 

@@ -9,7 +9,7 @@
 //! (`grpc-accept-encoding`). Calls without compression take none of these
 //! paths.
 
-use crate::grpc::framing::PREFIX_LEN;
+use crate::grpc::framing::{PLAIN, PREFIX_LEN};
 use crate::grpc::status::Status;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
@@ -85,12 +85,19 @@ pub(crate) fn inflate_framed(framed: &[u8], limit: usize, out: &mut Vec<u8>) -> 
 }
 
 /// Re-frames the framed messages of `framed` compressed with gzip into
-/// `out` (appended), each with the compressed flag.
+/// `out` (appended), each with the compressed flag; those marked
+/// [`PLAIN`] are copied as they are, flagged uncompressed.
 pub(crate) fn deflate_frames(framed: &[u8], out: &mut Vec<u8>) {
     let mut rest = framed;
     while rest.len() >= PREFIX_LEN {
         let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
         let message = &rest[PREFIX_LEN..PREFIX_LEN + len];
+        if rest[0] == PLAIN {
+            out.push(0);
+            out.extend_from_slice(&rest[1..PREFIX_LEN + len]);
+            rest = &rest[PREFIX_LEN + len..];
+            continue;
+        }
         let start = out.len();
         out.extend_from_slice(&[1, 0, 0, 0, 0]);
         let mut encoder = GzEncoder::new(&mut *out, flate2::Compression::fast());
@@ -130,6 +137,29 @@ mod tests {
         assert_eq!(second[0], 1);
         inflate_framed(second, 100, &mut inflated).unwrap();
         assert_eq!(inflated, framed(b""));
+    }
+
+    #[test]
+    fn messages_marked_plain_stay_uncompressed() {
+        let mut input = framed(b"squeeze me squeeze me");
+        let mut plain = framed(b"as is");
+        plain[0] = PLAIN;
+        input.extend(&plain);
+        input.extend(framed(b"again again again"));
+        let mut out = Vec::new();
+        deflate_frames(&input, &mut out);
+        let first = u32::from_be_bytes([out[1], out[2], out[3], out[4]]) as usize;
+        assert_eq!(out[0], 1);
+        let rest = &out[5 + first..];
+        assert_eq!(
+            &rest[..10],
+            &framed(b"as is")[..],
+            "flag 0, bytes as they were"
+        );
+        assert_eq!(rest[10], 1, "the next one is compressed again");
+        let mut inflated = Vec::new();
+        inflate_framed(&rest[10..], 100, &mut inflated).unwrap();
+        assert_eq!(inflated, framed(b"again again again"));
     }
 
     #[test]

@@ -1401,8 +1401,7 @@ impl GrpcConnection {
     fn pump(&mut self, stream: u32) {
         // What a handler answers to the messages of one read leaves
         // together, in as few DATA frames as it fills.
-        self.outgoing.messages.clear();
-        self.outgoing.headers_now = false;
+        self.outgoing.clear();
         loop {
             let Some(call) = self.calls.get_mut(stream) else {
                 return;
@@ -1534,8 +1533,7 @@ impl GrpcConnection {
                     unreachable!("matched above")
                 };
                 let out = &mut self.outgoing;
-                out.messages.clear();
-                out.headers_now = false;
+                out.clear();
                 // A client-streaming handler may answer from a thread.
                 let client_streaming = call
                     .route
@@ -1586,7 +1584,7 @@ impl GrpcConnection {
         let Some(call) = self.calls.get_mut(stream) else {
             return;
         };
-        let out = &self.outgoing;
+        let out = &mut self.outgoing;
         if out.headers_now || !out.messages.is_empty() {
             send_headers_once(
                 &mut self.h2,
@@ -1600,13 +1598,7 @@ impl GrpcConnection {
         }
         if !out.messages.is_empty() {
             call.response_bytes += out.messages.len() as u64;
-            let data = if call.compress {
-                self.deflated.clear();
-                compression::deflate_frames(&out.messages, &mut self.deflated);
-                &self.deflated
-            } else {
-                &out.messages
-            };
+            let data = out.data(call.compress, &mut self.deflated);
             let sent = self.h2.send_data(stream, data, false);
             debug_assert!(
                 sent == data.len() || self.h2.error().is_some(),
@@ -1616,14 +1608,13 @@ impl GrpcConnection {
         if let State::Handling { blocked, .. } = &mut call.state {
             *blocked = call.headers_sent && self.h2.send_capacity(stream) == 0;
         }
-        self.outgoing.messages.clear();
-        self.outgoing.headers_now = false;
+        self.outgoing.clear();
     }
 
     /// Sends what the handler produced on a call already taken out of the
     /// table.
     fn flush_outgoing(&mut self, stream: u32, call: &mut Call) {
-        let out = &self.outgoing;
+        let out = &mut self.outgoing;
         if out.messages.is_empty() && !out.headers_now {
             return;
         }
@@ -1638,13 +1629,8 @@ impl GrpcConnection {
         );
         if !out.messages.is_empty() {
             call.response_bytes += out.messages.len() as u64;
-            if call.compress {
-                self.deflated.clear();
-                compression::deflate_frames(&out.messages, &mut self.deflated);
-                self.h2.send_data(stream, &self.deflated, false);
-            } else {
-                self.h2.send_data(stream, &out.messages, false);
-            }
+            let data = out.data(call.compress, &mut self.deflated);
+            self.h2.send_data(stream, data, false);
         }
     }
 
@@ -1718,10 +1704,11 @@ impl GrpcConnection {
             let timers = &mut self.timers;
             // Read once for the producer's turn, not for each message.
             let now = self.clock.now();
+            let compress = call.compress;
             let mut pull = |out: &mut Vec<u8>| {
                 let start = out.len();
                 while out.len() - start < budget {
-                    match executor::pull(producer.as_mut(), now, out) {
+                    match executor::pull(producer.as_mut(), now, out, compress) {
                         RawNext::Message => {}
                         RawNext::Wait(at) => {
                             *wake_at = Some(at);
@@ -1816,7 +1803,7 @@ impl GrpcConnection {
                     call.compress,
                 );
             }
-            Part::Message(bytes) => {
+            Part::Message(mut bytes) => {
                 send_headers_once(
                     &mut self.h2,
                     &mut self.memos,
@@ -1835,7 +1822,7 @@ impl GrpcConnection {
                         stream,
                         remote,
                         compress,
-                        &bytes,
+                        &mut bytes,
                     )
                 {
                     self.touch(stream);
@@ -1933,14 +1920,14 @@ impl GrpcConnection {
         let State::Remote(remote) = &mut call.state else {
             return;
         };
-        while let Some(bytes) = remote.backlog.pop_front() {
+        while let Some(mut bytes) = remote.backlog.pop_front() {
             if !send_remote(
                 &mut self.h2,
                 &mut self.deflated,
                 stream,
                 remote,
                 call.compress,
-                &bytes,
+                &mut bytes,
             ) {
                 remote.backlog.push_front(bytes);
                 return;
@@ -2419,8 +2406,9 @@ fn send_headers_once(
     }
 }
 
-/// Sends the framed messages `bytes` of a call served on another thread
-/// (compressed if `compress`); returns whether the stream took them, all
+/// Sends the framed message `bytes` of a call served on another thread
+/// (compressed if `compress`, unless it is marked
+/// [`PLAIN`](framing::PLAIN)); returns whether the stream took it, all
 /// or none. Plain bytes count as unacknowledged until they leave the
 /// stream; compressed ones are owed to the thread at once (the stream's
 /// send buffer bounds what it holds). Either way their credit goes back
@@ -2431,9 +2419,13 @@ fn send_remote(
     stream: u32,
     remote: &mut RemoteCall,
     compress: bool,
-    bytes: &[u8],
+    bytes: &mut [u8],
 ) -> bool {
     if !compress {
+        // One message: one mark to write over, if any.
+        if bytes[0] == framing::PLAIN {
+            bytes[0] = 0;
+        }
         if h2.send_data(stream, bytes, false) == 0 {
             return false;
         }

@@ -148,9 +148,14 @@ pub(crate) fn on_end(
 
 /// Asks a producer for its next step; a panic ends the stream, and leaves
 /// `out` as it was.
-pub(crate) fn pull(producer: &mut dyn RawProducer, now: Instant, out: &mut Vec<u8>) -> RawNext {
+pub(crate) fn pull(
+    producer: &mut dyn RawProducer,
+    now: Instant,
+    out: &mut Vec<u8>,
+    compressing: bool,
+) -> RawNext {
     let before = out.len();
-    match catch_unwind(AssertUnwindSafe(|| producer.next(now, out))) {
+    match catch_unwind(AssertUnwindSafe(|| producer.next(now, out, compressing))) {
         Ok(next) => next,
         Err(payload) => {
             out.truncate(before);

@@ -66,6 +66,33 @@ pub(crate) fn encode<M: prost::Message>(message: &M, out: &mut Vec<u8>) {
     patch_len(out, start);
 }
 
+/// A mark in the flag byte of a framed answer message, never sent: this
+/// message leaves uncompressed even when its call's answers are
+/// compressed. Before the bytes go out, [`deflate_frames`] (compressing)
+/// or [`unmark_plain`] (not compressing) write 0 in its place.
+///
+/// [`deflate_frames`]: crate::grpc::compression::deflate_frames
+pub(crate) const PLAIN: u8 = 0x80;
+
+/// As [`encode`], with the message marked [`PLAIN`].
+pub(crate) fn encode_plain<M: prost::Message>(message: &M, out: &mut Vec<u8>) {
+    let start = out.len();
+    encode(message, out);
+    out[start] = PLAIN;
+}
+
+/// Writes the flag 0 in place of every [`PLAIN`] mark of the framed
+/// messages of `framed`: they go out as they are.
+pub(crate) fn unmark_plain(framed: &mut [u8]) {
+    let mut at = 0;
+    while let Some(total) = message_len(&framed[at..]) {
+        if framed[at] == PLAIN {
+            framed[at] = 0;
+        }
+        at += total;
+    }
+}
+
 /// Writes the length of the message framed at `out[start..]` into its
 /// prefix, which was reserved with zeros.
 pub(crate) fn patch_len(out: &mut [u8], start: usize) {
@@ -184,6 +211,21 @@ mod tests {
         assert_eq!(
             buf.next_message(100, true).unwrap_err().code(),
             crate::Code::Internal
+        );
+    }
+
+    #[test]
+    fn plain_marks_are_written_over_with_zero() {
+        let mut out = Vec::new();
+        encode(&1u32, &mut out);
+        encode_plain(&150u32, &mut out);
+        encode_plain(&2u32, &mut out);
+        assert_eq!(out[0], 0);
+        assert_eq!(out[7], PLAIN);
+        unmark_plain(&mut out);
+        assert_eq!(
+            out,
+            [0, 0, 0, 0, 2, 0x08, 1, 0, 0, 0, 0, 3, 0x08, 0x96, 0x01, 0, 0, 0, 0, 2, 0x08, 2]
         );
     }
 

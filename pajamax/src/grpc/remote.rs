@@ -938,6 +938,31 @@ impl<M: prost::Message> Sink<M> {
     ///
     /// [`Cancelled`] once the call has ended; stop producing then.
     pub fn send(&mut self, message: &M) -> Result<(), Cancelled> {
+        if self.shared.is_none() {
+            return Ok(());
+        }
+        self.send_framed(framed(message))
+    }
+
+    /// As [`Sink::send`], but the message goes uncompressed even when the
+    /// call's answers are compressed (say, a payload that is compressed
+    /// already).
+    ///
+    /// # Errors
+    ///
+    /// [`Cancelled`] once the call has ended; stop producing then.
+    pub fn send_uncompressed(&mut self, message: &M) -> Result<(), Cancelled> {
+        if self.shared.is_none() {
+            return Ok(());
+        }
+        let mut bytes = framed(message);
+        // The worker writes 0 over it before the message leaves.
+        bytes[0] = framing::PLAIN;
+        self.send_framed(bytes)
+    }
+
+    /// Sends one framed message, once the credit for it is there.
+    fn send_framed(&mut self, bytes: Vec<u8>) -> Result<(), Cancelled> {
         let Some(shared) = self.shared.clone() else {
             return Ok(());
         };
@@ -946,7 +971,6 @@ impl<M: prost::Message> Sink<M> {
             // the wait below).
             shared.release_request();
         }
-        let bytes = framed(message);
         shared.take_credit(bytes.len())?;
         if !self.headers_sent {
             self.headers_sent = true;

@@ -56,6 +56,10 @@ use std::time::Instant;
 pub enum Next<M> {
     /// The next message of the answer.
     Message(M),
+    /// The next message of the answer, sent uncompressed even when the
+    /// call's answers are compressed (say, a payload that is compressed
+    /// already); otherwise as [`Next::Message`].
+    Uncompressed(M),
     /// Nothing now: ask again at this time (a paced stream). The worker
     /// serves other calls meanwhile.
     Wait(Instant),
@@ -109,9 +113,10 @@ pub trait Producer<M>: 'static {
 }
 
 /// A type-erased producer: encodes its message, prefix included, into
-/// `out`.
+/// `out`. With `compressing` (the call's answers are compressed), a
+/// message to go uncompressed is marked [`framing::PLAIN`].
 pub(crate) trait RawProducer {
-    fn next(&mut self, now: Instant, out: &mut Vec<u8>) -> RawNext;
+    fn next(&mut self, now: Instant, out: &mut Vec<u8>, compressing: bool) -> RawNext;
 }
 
 /// What a [`RawProducer`] did.
@@ -128,10 +133,18 @@ struct Encoding<P, M> {
 }
 
 impl<P: Producer<M>, M: prost::Message + 'static> RawProducer for Encoding<P, M> {
-    fn next(&mut self, now: Instant, out: &mut Vec<u8>) -> RawNext {
+    fn next(&mut self, now: Instant, out: &mut Vec<u8>, compressing: bool) -> RawNext {
         match self.producer.next(now) {
             Next::Message(message) => {
                 framing::encode(&message, out);
+                RawNext::Message
+            }
+            Next::Uncompressed(message) => {
+                if compressing {
+                    framing::encode_plain(&message, out);
+                } else {
+                    framing::encode(&message, out);
+                }
                 RawNext::Message
             }
             Next::Wait(at) => RawNext::Wait(at),
@@ -368,6 +381,33 @@ pub(crate) struct Outgoing {
     pub messages: Vec<u8>,
     /// Send the response headers now, even without a message.
     pub headers_now: bool,
+    /// Some of `messages` are marked [`framing::PLAIN`].
+    pub plain: bool,
+}
+
+impl Outgoing {
+    /// Empties it for the handler's next call.
+    pub(crate) fn clear(&mut self) {
+        self.messages.clear();
+        self.headers_now = false;
+        self.plain = false;
+    }
+
+    /// The messages as they go out: compressed into `deflated` when
+    /// `compress`, else as they are, with any [`framing::PLAIN`] mark
+    /// written over.
+    pub(crate) fn data<'a>(&'a mut self, compress: bool, deflated: &'a mut Vec<u8>) -> &'a [u8] {
+        if compress {
+            deflated.clear();
+            crate::grpc::compression::deflate_frames(&self.messages, deflated);
+            return deflated;
+        }
+        if self.plain {
+            framing::unmark_plain(&mut self.messages);
+            self.plain = false;
+        }
+        &self.messages
+    }
 }
 
 impl<M: prost::Message> Responses<'_, M> {
@@ -375,6 +415,14 @@ impl<M: prost::Message> Responses<'_, M> {
     /// on the context). It leaves when this call returns to the worker.
     pub fn send(&mut self, message: &M) {
         framing::encode(message, &mut self.out.messages);
+    }
+
+    /// As [`Responses::send`], but the message goes uncompressed even when
+    /// the call's answers are compressed (say, a payload that is
+    /// compressed already).
+    pub fn send_uncompressed(&mut self, message: &M) {
+        framing::encode_plain(message, &mut self.out.messages);
+        self.out.plain = true;
     }
 
     /// Sends the response headers now, even if no message follows yet.

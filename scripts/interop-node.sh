@@ -15,20 +15,12 @@
 # server stream read with pauses that shut its window, every answer
 # checked). Each case runs in a process of its own, for at most 60 s.
 #
-# A known deviation (server_compressed_streaming: pajamax compresses per
-# call, so an answer asking for no compression in a compressed call still
-# goes compressed) is reported and counted, not failed, unless
-# INTEROP_STRICT=1.
-#
 # Needs cargo, node (18 or later), npm and python3; node and npm are
 # installed with apt-get when missing and run as root. The client's packages,
 # pinned by scripts/conformance-tools/node/package-lock.json, are installed
 # with `npm ci` into ${CARGO_TARGET_DIR:-target}/conformance/node the first
 # time, and again only when that lock file changes. Exits non-zero on any
 # failure.
-#
-# Environment:
-#   INTEROP_STRICT  1: a known deviation fails its case
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -129,7 +121,6 @@ log "interop-server on 127.0.0.1:$interop_port"
 failures=0
 passed=0
 summary=()
-deviations=()
 for case_name in "${CASES[@]}"; do
     out="$work/$case_name.txt"
     rc=0
@@ -146,20 +137,10 @@ for case_name in "${CASES[@]}"; do
         continue
     fi
     log "$(grep "^$case_name: ok: " "$out")"
-    while IFS= read -r line; do
-        log "$line"
-        deviations+=("$line")
-    done < <(grep "^$case_name: known deviation: " "$out" || true)
     passed=$((passed + 1))
 done
 
 summary+=("@grpc/grpc-js $grpc_js_version interop: $passed/${#CASES[@]} cases passed")
-if [ "${#deviations[@]}" -ne 0 ]; then
-    summary+=("known deviations (INTEROP_STRICT=1 fails them): ${#deviations[@]}")
-    for line in "${deviations[@]}"; do
-        summary+=("  $line")
-    done
-fi
 
 if ! kill -0 "$interop_pid" 2>/dev/null; then
     echo "interop-node: interop-server's log:" >&2

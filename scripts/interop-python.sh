@@ -22,7 +22,7 @@
 # into a virtualenv in ${CARGO_TARGET_DIR:-target}/conformance/python the
 # first time, and again only when that file changes. The stubs are made
 # from examples/proto/grpc/testing with grpc_tools.protoc at every run.
-# Exits non-zero on any failure but the known ones of EXPECTED_FAILURES.
+# Exits non-zero on any failure.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -52,16 +52,6 @@ CASES=(
     server_compressed_streaming
     concurrent_streams
     slow_reader_server_streaming
-)
-# Cases the server is known to fail, each with the one line the client
-# prints for it (see docs/conformance.md). Such a case counts as an expected
-# failure while it fails with exactly that line; failing otherwise, or
-# passing, fails the script, so that the entry goes once the server is
-# fixed.
-EXPECTED_FAILURES=(
-    # pajamax compresses the messages of a call all or none, so the second
-    # answer, which asks for no compression, goes compressed as well.
-    "server_compressed_streaming: FAILED: answer flags are [[1, 1]], not [[1, 0]]"
 )
 tools="$root/scripts/conformance-tools/python"
 requirements="$tools/requirements.txt"
@@ -137,20 +127,9 @@ log "interop-server on 127.0.0.1:$interop_port"
 
 # ----- cases -----
 
-# The line of EXPECTED_FAILURES for case $1, if there is one.
-expected_failure() {
-    local line
-    for line in "${EXPECTED_FAILURES[@]}"; do
-        if [ "${line%%: *}" = "$1" ]; then
-            echo "$line"
-        fi
-    done
-}
-
 failures=0
 summary=()
 passed=0
-expected=0
 
 # Every case the client has is run here.
 client_cases=$(PYTHONPATH="$work/stubs" "$python" -B "$tools/interop_client.py" --list)
@@ -161,28 +140,20 @@ if [ "$client_cases" != "$(printf '%s\n' "${CASES[@]}")" ]; then
 fi
 for case_name in "${CASES[@]}"; do
     out="$work/$case_name.txt"
-    known=$(expected_failure "$case_name")
     rc=0
     PYTHONPATH="$work/stubs" timeout 60 "$python" -B "$tools/interop_client.py" \
         --server_host=127.0.0.1 --server_port="$interop_port" \
         --test_case="$case_name" >"$out" 2>&1 || rc=$?
-    if [ -z "$known" ] && [ "$rc" -eq 0 ] && grep -qxF "$case_name: ok" "$out"; then
+    if [ "$rc" -eq 0 ] && grep -qxF "$case_name: ok" "$out"; then
         passed=$((passed + 1))
         log "$case_name: ok"
-    elif [ -n "$known" ] && [ "$rc" -eq 1 ] && grep -qxF "$known" "$out"; then
-        expected=$((expected + 1))
-        log "$case_name: failed as expected (${known#*: FAILED: })"
     else
-        if [ -n "$known" ] && [ "$rc" -eq 0 ]; then
-            log "$case_name: passed, but is listed in EXPECTED_FAILURES"
-        else
-            log "$case_name: FAILED (exit $rc)"
-        fi
+        log "$case_name: FAILED (exit $rc)"
         tail -n 20 "$out" >&2
         failures=$((failures + 1))
     fi
 done
-summary+=("grpcio $grpcio_version interop: $passed/${#CASES[@]} cases passed, $expected failed as expected")
+summary+=("grpcio $grpcio_version interop: $passed/${#CASES[@]} cases passed")
 
 check_running interop-python "$interop_pid"
 

@@ -343,6 +343,26 @@ impl Builder {
         self
     }
 
+    /// The longest a call may take, as tonic's `Server::timeout`: a call
+    /// without a deadline of its own (`grpc-timeout`) gets `timeout` as its
+    /// deadline, and a call whose deadline is further off gets this one
+    /// instead. A call still open when it passes is ended as when the
+    /// client's deadline passes: with `DEADLINE_EXCEEDED` (where tonic
+    /// answers `CANCELLED`), its responder, sink or `Streaming` on another
+    /// thread seeing it cancelled; a handler running on the worker is not
+    /// interrupted. Default: none, as tonic and grpc-go. 0, which would
+    /// end every call at once, makes [`bind`](Builder::bind) fail with
+    /// `InvalidInput`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let builder = pajamax::Server::builder().call_timeout(Duration::from_secs(30));
+    /// ```
+    pub fn call_timeout(mut self, timeout: Duration) -> Builder {
+        self.config.grpc.call_timeout = Some(timeout);
+        self
+    }
+
     /// Compresses answers with gzip for the clients that accept it
     /// (`grpc-accept-encoding`); a handler decides otherwise for its call
     /// with [`Context::compress_response`](crate::Context::compress_response).
@@ -777,6 +797,9 @@ fn check(config: &RuntimeConfig) -> io::Result<()> {
     }
     if config.max_connections == 0 {
         return invalid("max_connections 0: every connection would be refused".to_string());
+    }
+    if config.grpc.call_timeout == Some(Duration::ZERO) {
+        return invalid("call_timeout 0: every call would end at once".to_string());
     }
     for (name, value, why) in [
         (

@@ -85,6 +85,56 @@ async fn answer_after_the_client_reset_is_dropped() {
     stop(server).await;
 }
 
+/// The server's `call_timeout` gives a call without a deadline of its own
+/// one, and shortens a longer one; a shorter one of the client's still
+/// holds, and a call quicker than both is answered.
+#[tokio::test]
+async fn the_server_call_timeout_caps_every_deadline() {
+    let cap = Duration::from_millis(300);
+    let server = start(pajamax::Server::builder().workers(1).call_timeout(cap));
+    let channel = connect(&server).await;
+    for client_timeout in [None, Some(Duration::from_secs(20))] {
+        let mut request = deferred("never in time", 5000);
+        if let Some(timeout) = client_timeout {
+            request.set_timeout(timeout);
+        }
+        let started = Instant::now();
+        let status = call(channel.clone(), "Defer", request).await.unwrap_err();
+        let took = started.elapsed();
+        // Ended by the server: the client waits up to 20 s, or for good.
+        assert_status(&status, Code::DeadlineExceeded, "deadline passed");
+        assert!(took >= cap, "{client_timeout:?}: after {took:?}");
+        assert!(
+            took < Duration::from_secs(3),
+            "{client_timeout:?}: after {took:?}"
+        );
+    }
+    // Requests that repeat a header block share its capped timeout.
+    for _ in 0..2 {
+        let status = call(channel.clone(), "Defer", deferred("again", 5000))
+            .await
+            .unwrap_err();
+        assert_status(&status, Code::DeadlineExceeded, "deadline passed");
+    }
+    // The client's own shorter deadline still ends the call first (the
+    // server's answer or the client's own timer, whichever comes first).
+    let mut request = deferred("shorter", 5000);
+    request.set_timeout(Duration::from_millis(50));
+    let started = Instant::now();
+    let status = call(channel.clone(), "Defer", request).await.unwrap_err();
+    assert!(
+        matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
+        "{status:?}"
+    );
+    assert!(started.elapsed() < cap, "after {:?}", started.elapsed());
+    // A call answered within the cap is answered.
+    let reply = call(channel.clone(), "Defer", deferred("quick", 20))
+        .await
+        .unwrap();
+    assert_eq!(reply.get_ref().text, "quick");
+    stop(server).await;
+}
+
 /// Requests whose header block repeats an earlier one, each with its body
 /// in the same read, run without a call record until the handler defers;
 /// each deferred answer still reaches its own stream.

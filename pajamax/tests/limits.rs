@@ -136,6 +136,10 @@ fn settings_that_serve_no_call_are_refused_at_bind() {
             pajamax::Server::builder().max_connections(0),
         ),
         (
+            "call_timeout",
+            pajamax::Server::builder().call_timeout(std::time::Duration::ZERO),
+        ),
+        (
             "max_concurrent_streams",
             pajamax::Server::builder().max_concurrent_streams(0),
         ),

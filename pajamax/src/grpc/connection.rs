@@ -44,7 +44,7 @@ use crate::stream_map::StreamMap;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Limits of the gRPC layer, with the HTTP/2 ones beneath.
 #[derive(Debug, Clone)]
@@ -83,6 +83,10 @@ pub struct GrpcConfig {
     /// ([`Context::compress_response`](crate::Context::compress_response)).
     /// Default `false`.
     pub send_compressed: bool,
+    /// The longest deadline a call gets: a request without `grpc-timeout`
+    /// is given this one, a request with a longer one this one instead.
+    /// Default `None`: only the client's.
+    pub call_timeout: Option<Duration>,
     /// HTTP/2 settings and limits.
     pub h2: H2Config,
 }
@@ -95,6 +99,7 @@ impl Default for GrpcConfig {
             max_request_metadata_bytes: 16 << 20,
             produce_output_limit: 1 << 20,
             send_compressed: false,
+            call_timeout: None,
             h2: H2Config::default(),
         }
     }
@@ -245,6 +250,8 @@ pub struct GrpcConnection {
     produce_limit: usize,
     /// Answers are compressed unless the handler says otherwise.
     send_compressed: bool,
+    /// The longest deadline of a call ([`GrpcConfig::call_timeout`]).
+    call_timeout: Option<Duration>,
     /// Room for an inflated request message, and for deflated answers.
     inflated: Vec<u8>,
     deflated: Vec<u8>,
@@ -343,6 +350,7 @@ impl GrpcConnection {
             max_buffered: config.max_buffered_request_bytes,
             produce_limit: config.produce_output_limit.max(1),
             send_compressed: config.send_compressed,
+            call_timeout: config.call_timeout,
             inflated: Vec::new(),
             deflated: Vec::new(),
             max_held: config.h2.max_held_bytes.max(1),
@@ -784,7 +792,11 @@ impl GrpcConnection {
         block_id: u64,
     ) -> Result<Option<Route>, Status> {
         let (list, fields) = self.h2.request_fields(fields, block_id);
-        let head = head::parse(list.classified(fields), &mut call.metadata);
+        let mut head = head::parse(list.classified(fields), &mut call.metadata);
+        if let Some(longest) = self.call_timeout {
+            // Kept with the head for the requests that repeat its block.
+            head.timeout = Some(head.timeout.map_or(longest, |asked| asked.min(longest)));
+        }
         call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
         call.accept_gzip = head.accept_gzip;
         if !head.is_grpc {

@@ -175,3 +175,137 @@ async fn a_panic_in_any_kind_of_call_ends_it_internal_and_nothing_else() {
     }
     common::stop(server).await;
 }
+
+/// An answer whose encoding writes part of itself, then panics (when
+/// `panics`); otherwise an `Item` with `value` and a blob of 100 bytes.
+#[derive(Debug, Default)]
+struct Brittle {
+    value: u64,
+    panics: bool,
+}
+
+impl prost::Message for Brittle {
+    fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
+        prost::encoding::uint64::encode(1, &self.value, buf);
+        prost::encoding::bytes::encode(2, &vec![7u8; 100], buf);
+        assert!(!self.panics, "the answer's encoding panics on purpose");
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl prost::bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        prost::encoding::skip_field(wire_type, tag, buf, ctx)
+    }
+
+    fn encoded_len(&self) -> usize {
+        prost::encoding::uint64::encoded_len(1, &self.value)
+            + prost::encoding::bytes::encoded_len(2, &vec![7u8; 100])
+    }
+
+    fn clear(&mut self) {}
+}
+
+/// `test.Brittle/Echo`: answers each request with a whole answer, then
+/// one whose encoding panics.
+struct BrittleEcho;
+
+impl BidiHandler<Ask, Brittle> for BrittleEcho {
+    fn on_message(
+        &mut self,
+        _ctx: &mut Context<'_>,
+        ask: Ask,
+        responses: &mut Responses<'_, Brittle>,
+    ) -> Result<(), Status> {
+        responses.send(&Brittle {
+            value: ask.value,
+            panics: false,
+        });
+        responses.send(&Brittle {
+            value: ask.value + 1,
+            panics: true,
+        });
+        Ok(())
+    }
+}
+
+struct BrittleService;
+
+impl Service for BrittleService {
+    fn name(&self) -> &'static str {
+        "test.Brittle"
+    }
+
+    fn methods(&self) -> &'static [Method] {
+        const METHODS: &[Method] = &[Method {
+            name: "Echo",
+            kind: pajamax::MethodKind::BidiStreaming,
+        }];
+        METHODS
+    }
+
+    fn bidi_streaming(&self, _method: usize, _ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
+        Ok(BidiStream::on_worker(BrittleEcho).into_raw())
+    }
+}
+
+/// A handler whose answer's encoding panics halfway: the answers before it
+/// go, whole, then `INTERNAL`; no part of the broken one, compressed or
+/// not, and the worker and the connection go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_whose_encoding_panics_leaves_nothing_of_itself() {
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .send_compressed(true)
+        .add_service(BrittleService)
+        .add_service(Streams {
+            seen: Default::default(),
+        })
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let channel = connect(&server).await;
+    for gzip in [false, true] {
+        let mut client = tonic::client::Grpc::new(channel.clone());
+        if gzip {
+            client = client.accept_compressed(tonic::codec::CompressionEncoding::Gzip);
+        }
+        client.ready().await.unwrap();
+        let (send, requests) = tokio::sync::mpsc::channel(4);
+        send.send(Ask {
+            value: 7,
+            ..Ask::default()
+        })
+        .await
+        .unwrap();
+        let requests = tokio_stream::wrappers::ReceiverStream::new(requests);
+        let response = client
+            .streaming(
+                tonic::Request::new(requests),
+                "/test.Brittle/Echo".try_into().unwrap(),
+                tonic_prost::ProstCodec::<Ask, Item>::default(),
+            )
+            .await
+            .unwrap();
+        let (items, end, _) = streams::collect(response.into_inner()).await;
+        drop(send);
+        let values: Vec<u64> = items.iter().map(|item| item.value).collect();
+        assert_eq!(values, [7], "gzip {gzip}");
+        assert!(items[0].blob == vec![7u8; 100], "gzip {gzip}");
+        // The server's status, not the client's complaint about what it
+        // read.
+        let status = end.unwrap_err();
+        assert_eq!(
+            status.code(),
+            tonic::Code::Internal,
+            "gzip {gzip}: {status:?}"
+        );
+        assert_eq!(status.message(), "handler panicked", "gzip {gzip}");
+        echo_works_on(channel.clone(), "Count").await;
+    }
+    assert_eq!(server.stats().connection_errors, 0);
+    common::stop(server).await;
+}

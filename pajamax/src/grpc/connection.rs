@@ -2421,8 +2421,10 @@ fn send_headers_once(
 /// Sends the framed message `bytes` of a call served on another thread
 /// (compressed if `compress`, unless it is marked
 /// [`PLAIN`](framing::PLAIN)); returns whether the stream took it, all
-/// or none. Plain bytes count as unacknowledged until they leave the
-/// stream; compressed ones are owed to the thread at once (the stream's
+/// or none. The bytes of a call that does not compress count as
+/// unacknowledged until they leave the stream; those of one that does
+/// (a message marked to go uncompressed among them) are owed to the
+/// thread at once (the stream's
 /// send buffer bounds what it holds). Either way their credit goes back
 /// with the next credit returned: touch the stream.
 fn send_remote(

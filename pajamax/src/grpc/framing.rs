@@ -58,18 +58,39 @@ pub(crate) fn is_compressed(buf: &[u8]) -> bool {
 /// Appends `message` with its prefix to `out`. The length goes into the
 /// prefix once the message is written: prost's `encoded_len` walks the
 /// whole message (nested ones again when they are encoded), so it is not
-/// asked for; `out` is a buffer kept from call to call.
+/// asked for; `out` is a buffer kept from call to call. Until then the
+/// flag byte says [`WRITING`], so that the whole messages before one whose
+/// encoding panicked can be found ([`complete_len`]) and still go.
 pub(crate) fn encode<M: prost::Message>(message: &M, out: &mut Vec<u8>) {
     let start = out.len();
-    out.extend_from_slice(&[0; PREFIX_LEN]);
+    out.extend_from_slice(&[WRITING, 0, 0, 0, 0]);
     message.encode_raw(out);
+    out[start] = 0;
     patch_len(out, start);
+}
+
+/// The flag byte of a message [`encode`] has begun and not finished.
+const WRITING: u8 = 0xff;
+
+/// Where the framed messages of `framed` from `from` on stop being whole:
+/// at a message cut short or one whose encoding did not finish (a
+/// handler's message whose `encode_raw` panicked), or at the end.
+pub(crate) fn complete_len(framed: &[u8], from: usize) -> usize {
+    let mut at = from;
+    while let Some(total) = message_len(&framed[at..]) {
+        if framed[at] == WRITING || at + total > framed.len() {
+            break;
+        }
+        at += total;
+    }
+    at
 }
 
 /// A mark in the flag byte of a framed answer message, never sent: this
 /// message leaves uncompressed even when its call's answers are
 /// compressed. Before the bytes go out, [`deflate_frames`] (compressing)
-/// or [`unmark_plain`] (not compressing) write 0 in its place.
+/// or [`unmark_plain`] (not compressing) write 0 in its place; for the one
+/// message of a part from another thread, the worker's `send_remote` does.
 ///
 /// [`deflate_frames`]: crate::grpc::compression::deflate_frames
 pub(crate) const PLAIN: u8 = 0x80;
@@ -85,7 +106,7 @@ pub(crate) fn encode_plain<M: prost::Message>(message: &M, out: &mut Vec<u8>) {
 /// messages of `framed`: they go out as they are.
 pub(crate) fn unmark_plain(framed: &mut [u8]) {
     let mut at = 0;
-    while let Some(total) = message_len(&framed[at..]) {
+    while let Some(total) = message_len(&framed[at..]).filter(|&t| at + t <= framed.len()) {
         if framed[at] == PLAIN {
             framed[at] = 0;
         }
@@ -227,6 +248,27 @@ mod tests {
             out,
             [0, 0, 0, 0, 2, 0x08, 1, 0, 0, 0, 0, 3, 0x08, 0x96, 0x01, 0, 0, 0, 0, 2, 0x08, 2]
         );
+    }
+
+    /// A message whose encoding panics leaves its prefix flagged
+    /// `WRITING`: the whole messages before it are found.
+    #[test]
+    fn messages_cut_short_or_unfinished_are_not_whole() {
+        let mut out = Vec::new();
+        encode(&1u32, &mut out);
+        encode_plain(&150u32, &mut out);
+        assert_eq!(out[7], PLAIN);
+        assert_eq!(complete_len(&out, 0), out.len());
+        assert_eq!(complete_len(&out, 7), out.len());
+        let whole = out.len();
+        // An unfinished one: prefix, then part of its bytes.
+        out.extend_from_slice(&[WRITING, 0, 0, 0, 0, 0x08]);
+        assert_eq!(complete_len(&out, 0), whole);
+        // One cut short.
+        out.truncate(whole);
+        out.extend_from_slice(&[0, 0, 0, 0, 9, 1, 2]);
+        assert_eq!(complete_len(&out, 0), whole);
+        unmark_plain(&mut out);
     }
 
     #[test]

@@ -343,16 +343,19 @@ impl Builder {
         self
     }
 
-    /// The longest a call may take, as tonic's `Server::timeout`: a call
-    /// without a deadline of its own (`grpc-timeout`) gets `timeout` as its
-    /// deadline, and a call whose deadline is further off gets this one
-    /// instead. A call still open when it passes is ended as when the
-    /// client's deadline passes: with `DEADLINE_EXCEEDED` (where tonic
-    /// answers `CANCELLED`), its responder, sink or `Streaming` on another
-    /// thread seeing it cancelled; a handler running on the worker is not
-    /// interrupted. Default: none, as tonic and grpc-go. 0, which would
-    /// end every call at once, makes [`bind`](Builder::bind) fail with
-    /// `InvalidInput`.
+    /// The longest a unary or client-streaming call may take, as tonic's
+    /// `Server::timeout`: such a call without a deadline of its own
+    /// (`grpc-timeout`) gets `timeout` as its deadline, and one whose
+    /// deadline is further off gets this one instead. A call still open
+    /// when it passes is ended as when the client's deadline passes: with
+    /// `DEADLINE_EXCEEDED` (where tonic answers `CANCELLED`), its
+    /// responder or `Streaming` on another thread seeing it cancelled; a
+    /// handler running on the worker is not interrupted. Server-streaming
+    /// and bidirectional calls (a health `Watch`, a subscription) keep the
+    /// client's deadline alone, as with tonic, whose timeout ends once the
+    /// handler has returned its stream. Default: none, as tonic and
+    /// grpc-go. 0, which would end every call at once, makes
+    /// [`bind`](Builder::bind) fail with `InvalidInput`.
     ///
     /// ```
     /// use std::time::Duration;

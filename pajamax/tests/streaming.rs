@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::streams::{self, bidi, client_stream, collect, server_stream, Ask};
+use common::streams::{self, bidi, client_stream, collect, server_stream, Ask, Item};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 fn ask(count: u32) -> Ask {
@@ -248,6 +248,60 @@ async fn a_cancelled_stream_stops_its_producer() {
     assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 1);
     assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 1);
     common::echo_works_on(channel, "Count").await;
+    common::stop(server).await;
+}
+
+/// The server's `call_timeout` caps client-streaming calls, as unary ones;
+/// server-streaming and bidirectional calls run past it.
+#[tokio::test]
+async fn the_server_call_timeout_caps_client_streams_only() {
+    let cap = Duration::from_millis(300);
+    let (server, _seen) = streams::start(pajamax::Server::builder().workers(1).call_timeout(cap));
+    let channel = common::connect(&server).await;
+    // A server stream of 8 items 100 ms apart: about 800 ms.
+    for method in ["Count", "CountThread"] {
+        let request = tonic::Request::new(Ask {
+            count: 8,
+            interval_ms: 100,
+            ..Ask::default()
+        });
+        let started = Instant::now();
+        let response = server_stream(channel.clone(), method, request)
+            .await
+            .unwrap();
+        let (items, end, _) = collect(response.into_inner()).await;
+        end.unwrap();
+        assert_eq!(items.len(), 8, "{method}");
+        assert!(started.elapsed() > cap, "{method}: {:?}", started.elapsed());
+    }
+    // A bidirectional call whose client sends its second request after
+    // the cap.
+    let (send, requests) = tokio::sync::mpsc::channel(4);
+    send.send(Ask::default()).await.unwrap();
+    let response = bidi(channel.clone(), "Echo", requests).await.unwrap();
+    tokio::time::sleep(cap * 2).await;
+    send.send(Ask::default()).await.unwrap();
+    drop(send);
+    let (items, end, _) = collect(response.into_inner()).await;
+    end.unwrap();
+    assert_eq!(items.len(), 2);
+    // A client stream still open past the cap is ended by the server.
+    let (send, requests) = tokio::sync::mpsc::channel::<Ask>(4);
+    send.send(Ask::default()).await.unwrap();
+    let mut client = tonic::client::Grpc::new(channel.clone());
+    client.ready().await.unwrap();
+    let started = Instant::now();
+    let status = client
+        .client_streaming(
+            tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(requests)),
+            "/test.Streams/Sum".try_into().unwrap(),
+            tonic_prost::ProstCodec::<Ask, Item>::default(),
+        )
+        .await
+        .unwrap_err();
+    common::assert_status(&status, tonic::Code::DeadlineExceeded, "deadline");
+    assert!(started.elapsed() >= cap, "{:?}", started.elapsed());
+    drop(send);
     common::stop(server).await;
 }
 

@@ -83,9 +83,9 @@ pub struct GrpcConfig {
     /// ([`Context::compress_response`](crate::Context::compress_response)).
     /// Default `false`.
     pub send_compressed: bool,
-    /// The longest deadline a call gets: a request without `grpc-timeout`
-    /// is given this one, a request with a longer one this one instead.
-    /// Default `None`: only the client's.
+    /// The longest deadline a unary or client-streaming call gets: a
+    /// request without `grpc-timeout` is given this one, a request with a
+    /// longer one this one instead. Default `None`: only the client's.
     pub call_timeout: Option<Duration>,
     /// HTTP/2 settings and limits.
     pub h2: H2Config,
@@ -793,10 +793,6 @@ impl GrpcConnection {
     ) -> Result<Option<Route>, Status> {
         let (list, fields) = self.h2.request_fields(fields, block_id);
         let mut head = head::parse(list.classified(fields), &mut call.metadata);
-        if let Some(longest) = self.call_timeout {
-            // Kept with the head for the requests that repeat its block.
-            head.timeout = Some(head.timeout.map_or(longest, |asked| asked.min(longest)));
-        }
         call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
         call.accept_gzip = head.accept_gzip;
         if !head.is_grpc {
@@ -842,6 +838,13 @@ impl GrpcConnection {
             return Err(status);
         }
         let route = route.expect("checked above");
+        if let Some(longest) = self.call_timeout {
+            // Kept with the head for the requests that repeat its block.
+            if matches!(route.kind, MethodKind::Unary | MethodKind::ClientStreaming) {
+                head.timeout = Some(head.timeout.map_or(longest, |asked| asked.min(longest)));
+                call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
+            }
+        }
         call.encoding = head.encoding.expect("checked above");
         if block_id != 0 {
             self.repeated.insert(SharedHead {

@@ -232,6 +232,37 @@ impl BidiHandler<Ask, Brittle> for BrittleEcho {
     }
 }
 
+/// `test.Brittle/Caught`: answers each request with a whole answer, then
+/// one whose encoding panics, which the handler catches itself, then
+/// another whole one, and goes on.
+struct CaughtEcho;
+
+impl BidiHandler<Ask, Brittle> for CaughtEcho {
+    fn on_message(
+        &mut self,
+        _ctx: &mut Context<'_>,
+        ask: Ask,
+        responses: &mut Responses<'_, Brittle>,
+    ) -> Result<(), Status> {
+        responses.send(&Brittle {
+            value: ask.value,
+            panics: false,
+        });
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            responses.send(&Brittle {
+                value: ask.value + 1,
+                panics: true,
+            })
+        }));
+        assert!(caught.is_err());
+        responses.send(&Brittle {
+            value: ask.value + 2,
+            panics: false,
+        });
+        Ok(())
+    }
+}
+
 struct BrittleService;
 
 impl Service for BrittleService {
@@ -240,14 +271,23 @@ impl Service for BrittleService {
     }
 
     fn methods(&self) -> &'static [Method] {
-        const METHODS: &[Method] = &[Method {
-            name: "Echo",
-            kind: pajamax::MethodKind::BidiStreaming,
-        }];
+        const METHODS: &[Method] = &[
+            Method {
+                name: "Echo",
+                kind: pajamax::MethodKind::BidiStreaming,
+            },
+            Method {
+                name: "Caught",
+                kind: pajamax::MethodKind::BidiStreaming,
+            },
+        ];
         METHODS
     }
 
-    fn bidi_streaming(&self, _method: usize, _ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
+    fn bidi_streaming(&self, method: usize, _ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
+        if method == 1 {
+            return Ok(BidiStream::on_worker(CaughtEcho).into_raw());
+        }
         Ok(BidiStream::on_worker(BrittleEcho).into_raw())
     }
 }
@@ -304,6 +344,54 @@ async fn an_answer_whose_encoding_panics_leaves_nothing_of_itself() {
             "gzip {gzip}: {status:?}"
         );
         assert_eq!(status.message(), "handler panicked", "gzip {gzip}");
+        echo_works_on(channel.clone(), "Count").await;
+    }
+    assert_eq!(server.stats().connection_errors, 0);
+    common::stop(server).await;
+}
+
+/// A handler that catches the panic of an answer's encoding itself and goes
+/// on: nothing of the broken answer goes, compressed or not, and the
+/// answers around it arrive whole, then `OK`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_whose_encoding_panic_the_handler_catches_leaves_nothing() {
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .send_compressed(true)
+        .add_service(BrittleService)
+        .add_service(Streams {
+            seen: Default::default(),
+        })
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let channel = connect(&server).await;
+    for gzip in [false, true] {
+        let mut client = tonic::client::Grpc::new(channel.clone());
+        if gzip {
+            client = client.accept_compressed(tonic::codec::CompressionEncoding::Gzip);
+        }
+        client.ready().await.unwrap();
+        let requests = tokio_stream::iter(vec![Ask {
+            value: 7,
+            ..Ask::default()
+        }]);
+        let response = client
+            .streaming(
+                tonic::Request::new(requests),
+                "/test.Brittle/Caught".try_into().unwrap(),
+                tonic_prost::ProstCodec::<Ask, Item>::default(),
+            )
+            .await
+            .unwrap();
+        let (items, end, _) = streams::collect(response.into_inner()).await;
+        let values: Vec<u64> = items.iter().map(|item| item.value).collect();
+        assert_eq!(values, [7, 9], "gzip {gzip}: {end:?}");
+        assert!(
+            items.iter().all(|item| item.blob == vec![7u8; 100]),
+            "gzip {gzip}"
+        );
+        end.unwrap();
         echo_works_on(channel.clone(), "Count").await;
     }
     assert_eq!(server.stats().connection_errors, 0);

@@ -93,8 +93,9 @@ pub(crate) fn deflate_frames(framed: &[u8], out: &mut Vec<u8>) {
         let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
         let Some(message) = rest.get(PREFIX_LEN..PREFIX_LEN + len) else {
             // Cut short, which a worker's own framing never leaves
-            // (`framing::complete_len`); a user's `encode_raw` that writes
-            // other than its `encoded_len` (a sink's message) could.
+            // (`framing::encode` takes back a message whose encoding
+            // panicked); a user's `encode_raw` that writes other than its
+            // `encoded_len` (a sink's message) could.
             break;
         };
         if rest[0] == PLAIN {

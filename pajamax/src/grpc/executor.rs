@@ -118,22 +118,16 @@ pub(crate) fn inbound(
 
 /// Hands one request message (without its prefix) to a handler. After a
 /// panic, the messages it sent before go (as what it sent before an
-/// error it returned), but not one whose encoding the panic cut short.
+/// error it returned), but nothing of one whose encoding the panic cut
+/// short: [`framing::encode`] takes that back as the panic unwinds.
 pub(crate) fn on_message(
     handler: &mut dyn RawHandler,
     ctx: &mut Context<'_>,
     message: &[u8],
     out: &mut Outgoing,
 ) -> Result<(), Status> {
-    let before = out.messages.len();
-    catch_unwind(AssertUnwindSafe(|| {
-        handler.on_message(ctx, message, &mut *out)
-    }))
-    .unwrap_or_else(|p| {
-        let whole = framing::complete_len(&out.messages, before);
-        out.messages.truncate(whole);
-        Err(panicked(p))
-    })
+    catch_unwind(AssertUnwindSafe(|| handler.on_message(ctx, message, out)))
+        .unwrap_or_else(|p| Err(panicked(p)))
 }
 
 /// Tells a handler the client is done sending, then drops it: its part in

@@ -58,32 +58,33 @@ pub(crate) fn is_compressed(buf: &[u8]) -> bool {
 /// Appends `message` with its prefix to `out`. The length goes into the
 /// prefix once the message is written: prost's `encoded_len` walks the
 /// whole message (nested ones again when they are encoded), so it is not
-/// asked for; `out` is a buffer kept from call to call. Until then the
-/// flag byte says [`WRITING`], so that the whole messages before one whose
-/// encoding panicked can be found ([`complete_len`]) and still go.
+/// asked for; `out` is a buffer kept from call to call. A panic in the
+/// message's `encode_raw` takes back what it wrote, prefix and all, as it
+/// unwinds, whoever catches it (the executor, or a handler around its own
+/// `send`): the messages before it stay whole, and no part of it is sent.
 pub(crate) fn encode<M: prost::Message>(message: &M, out: &mut Vec<u8>) {
     let start = out.len();
-    out.extend_from_slice(&[WRITING, 0, 0, 0, 0]);
-    message.encode_raw(out);
-    out[start] = 0;
+    out.extend_from_slice(&[0; PREFIX_LEN]);
+    let unfinished = Unfinished {
+        out: &mut *out,
+        start,
+    };
+    message.encode_raw(&mut *unfinished.out);
+    std::mem::forget(unfinished);
     patch_len(out, start);
 }
 
-/// The flag byte of a message [`encode`] has begun and not finished.
-const WRITING: u8 = 0xff;
+/// A message [`encode`] has begun: dropped (only while a panic in its
+/// encoding unwinds), it cuts `out` back to where the message started.
+struct Unfinished<'a> {
+    out: &'a mut Vec<u8>,
+    start: usize,
+}
 
-/// Where the framed messages of `framed` from `from` on stop being whole:
-/// at a message cut short or one whose encoding did not finish (a
-/// handler's message whose `encode_raw` panicked), or at the end.
-pub(crate) fn complete_len(framed: &[u8], from: usize) -> usize {
-    let mut at = from;
-    while let Some(total) = message_len(&framed[at..]) {
-        if framed[at] == WRITING || at + total > framed.len() {
-            break;
-        }
-        at += total;
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        self.out.truncate(self.start);
     }
-    at
 }
 
 /// A mark in the flag byte of a framed answer message, never sent: this
@@ -250,25 +251,54 @@ mod tests {
         );
     }
 
-    /// A message whose encoding panics leaves its prefix flagged
-    /// `WRITING`: the whole messages before it are found.
+    /// An answer whose encoding writes part of itself, then panics.
+    struct Brittle;
+
+    impl prost::Message for Brittle {
+        fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
+            prost::encoding::uint64::encode(1, &7, buf);
+            panic!("the encoding panics on purpose");
+        }
+
+        fn merge_field(
+            &mut self,
+            tag: u32,
+            wire_type: prost::encoding::WireType,
+            buf: &mut impl prost::bytes::Buf,
+            ctx: prost::encoding::DecodeContext,
+        ) -> Result<(), prost::DecodeError> {
+            prost::encoding::skip_field(wire_type, tag, buf, ctx)
+        }
+
+        fn encoded_len(&self) -> usize {
+            2
+        }
+
+        fn clear(&mut self) {}
+    }
+
+    /// A message whose encoding panics leaves nothing of itself, whoever
+    /// catches the panic; the messages before it stay as they were.
     #[test]
-    fn messages_cut_short_or_unfinished_are_not_whole() {
+    fn a_message_whose_encoding_panics_leaves_nothing() {
         let mut out = Vec::new();
         encode(&1u32, &mut out);
         encode_plain(&150u32, &mut out);
-        assert_eq!(out[7], PLAIN);
-        assert_eq!(complete_len(&out, 0), out.len());
-        assert_eq!(complete_len(&out, 7), out.len());
-        let whole = out.len();
-        // An unfinished one: prefix, then part of its bytes.
-        out.extend_from_slice(&[WRITING, 0, 0, 0, 0, 0x08]);
-        assert_eq!(complete_len(&out, 0), whole);
-        // One cut short.
-        out.truncate(whole);
-        out.extend_from_slice(&[0, 0, 0, 0, 9, 1, 2]);
-        assert_eq!(complete_len(&out, 0), whole);
-        unmark_plain(&mut out);
+        let whole = out.clone();
+        for plain in [false, true] {
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if plain {
+                    encode_plain(&Brittle, &mut out);
+                } else {
+                    encode(&Brittle, &mut out);
+                }
+            }));
+            assert!(caught.is_err());
+            assert_eq!(out, whole, "plain {plain}");
+        }
+        encode(&2u32, &mut out);
+        assert_eq!(&out[..whole.len()], &whole[..]);
+        assert_eq!(&out[whole.len()..], [0, 0, 0, 0, 2, 0x08, 2]);
     }
 
     #[test]

@@ -41,12 +41,7 @@ log_as interop-java
 # ----- tools -----
 
 if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
-    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-        log "installing a Java runtime and Maven"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            default-jre-headless maven >/dev/null
-    fi
+    apt_install "a Java runtime and Maven" default-jre-headless maven || true
 fi
 require interop-java java mvn python3
 set_target_dir

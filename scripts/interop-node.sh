@@ -29,6 +29,7 @@ root=$(pwd)
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 
+# shellcheck disable=SC2034 # read by name in run_cases
 CASES=(
     empty_unary
     large_unary
@@ -61,12 +62,7 @@ log_as interop-node
 # ----- tools -----
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-        log "installing Node.js and npm"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            nodejs npm >/dev/null
-    fi
+    apt_install "Node.js and npm" nodejs npm || true
 fi
 require interop-node cargo node npm python3
 node_major=$(node -p 'process.versions.node.split(".")[0]')
@@ -119,28 +115,10 @@ log "interop-server on 127.0.0.1:$interop_port"
 # ----- cases -----
 
 failures=0
-passed=0
 summary=()
-for case_name in "${CASES[@]}"; do
-    out="$work/$case_name.txt"
-    rc=0
-    timeout 60 node "$client" --server_host=127.0.0.1 --server_port="$interop_port" \
-        --proto_dir="$root/examples/proto" --test_case="$case_name" >"$out" 2>&1 || rc=$?
-    if [ "$rc" -ne 0 ] || ! grep -q "^$case_name: ok: " "$out"; then
-        if [ "$rc" -eq 124 ]; then
-            log "$case_name: FAILED (timed out after 60 s)"
-        else
-            log "$case_name: FAILED (exit $rc)"
-        fi
-        tail -n 30 "$out" >&2
-        failures=$((failures + 1))
-        continue
-    fi
-    log "$(grep "^$case_name: ok: " "$out")"
-    passed=$((passed + 1))
-done
-
-summary+=("@grpc/grpc-js $grpc_js_version interop: $passed/${#CASES[@]} cases passed")
+check_case_list interop-node CASES node "$client"
+run_cases "@grpc/grpc-js $grpc_js_version interop" CASES \
+    node "$client" --proto_dir="$root/examples/proto"
 
 if ! kill -0 "$interop_pid" 2>/dev/null; then
     echo "interop-node: interop-server's log:" >&2

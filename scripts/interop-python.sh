@@ -31,6 +31,7 @@ root=$(pwd)
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 
+# shellcheck disable=SC2034 # read by name in run_cases
 CASES=(
     empty_unary
     large_unary
@@ -62,12 +63,7 @@ log_as interop-python
 
 require interop-python python3
 if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
-    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-        log "installing python3-venv"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            python3-venv >/dev/null
-    fi
+    apt_install python3-venv python3-venv || true
     python3 -c 'import ensurepip, venv' 2>/dev/null ||
         { echo "interop-python: python3 has no venv module" >&2; exit 1; }
 fi
@@ -129,31 +125,9 @@ log "interop-server on 127.0.0.1:$interop_port"
 
 failures=0
 summary=()
-passed=0
-
-# Every case the client has is run here.
-client_cases=$(PYTHONPATH="$work/stubs" "$python" -B "$tools/interop_client.py" --list)
-if [ "$client_cases" != "$(printf '%s\n' "${CASES[@]}")" ]; then
-    echo "interop-python: the client's cases differ from CASES:" >&2
-    diff <(echo "$client_cases") <(printf '%s\n' "${CASES[@]}") >&2 || true
-    failures=$((failures + 1))
-fi
-for case_name in "${CASES[@]}"; do
-    out="$work/$case_name.txt"
-    rc=0
-    PYTHONPATH="$work/stubs" timeout 60 "$python" -B "$tools/interop_client.py" \
-        --server_host=127.0.0.1 --server_port="$interop_port" \
-        --test_case="$case_name" >"$out" 2>&1 || rc=$?
-    if [ "$rc" -eq 0 ] && grep -qxF "$case_name: ok" "$out"; then
-        passed=$((passed + 1))
-        log "$case_name: ok"
-    else
-        log "$case_name: FAILED (exit $rc)"
-        tail -n 20 "$out" >&2
-        failures=$((failures + 1))
-    fi
-done
-summary+=("grpcio $grpcio_version interop: $passed/${#CASES[@]} cases passed")
+export PYTHONPATH="$work/stubs"
+check_case_list interop-python CASES "$python" -B "$tools/interop_client.py"
+run_cases "grpcio $grpcio_version interop" CASES "$python" -B "$tools/interop_client.py"
 
 check_running interop-python "$interop_pid"
 

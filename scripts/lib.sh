@@ -56,6 +56,7 @@ GRPCURL_MODULE=github.com/fullstorydev/grpcurl
 
 # The cases of gRPC's Go interop client that scripts/conformance.sh runs in
 # plaintext and scripts/tls-check.sh over TLS.
+# shellcheck disable=SC2034 # read by name in run_cases
 INTEROP_CASES=(
     empty_unary
     large_unary
@@ -102,17 +103,29 @@ find_go() {
     fi
 }
 
+# apt_install WHAT PACKAGE...: installs the Debian PACKAGEs with apt-get
+# (quietly, without recommended packages) when running as root where
+# apt-get is, logging "installing WHAT"; returns 1 without doing anything
+# otherwise, so that the caller says what is missing.
+apt_install() {
+    local what=$1
+    shift
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+        return 1
+    fi
+    log "installing $what"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
 # Installs openssl with apt-get when it is missing and running as root;
 # exits when it is missing otherwise. $1 names the script in the message.
 need_openssl() {
     command -v openssl >/dev/null && return 0
-    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-        log "installing openssl"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
-    else
+    apt_install openssl openssl || {
         echo "$1: openssl is not installed" >&2
         exit 1
-    fi
+    }
 }
 
 # Sets target_dir to cargo's target directory (${CARGO_TARGET_DIR:-target},
@@ -328,29 +341,60 @@ run_h2spec() {
     fi
 }
 
-# run_interop_cases LABEL [FLAGS...]: runs $interop_client against
-# 127.0.0.1:$interop_port with FLAGS, once per case of INTEROP_CASES, and
-# logs each result as LABEL CASE. Adds a line to summary and increments
+# run_cases SUMMARY CASES_NAME COMMAND...: runs COMMAND
+# --server_host=127.0.0.1 --server_port=$interop_port --test_case=CASE for
+# each CASE of the array named CASES_NAME, at most 60 s each, with its
+# output in $work; a case passes when the command exits 0. Logs each
+# result, adds "SUMMARY: N/M cases passed" to summary and increments
 # failures for each failing case.
 # shellcheck disable=SC2154 # work and interop_port: the caller's
-run_interop_cases() {
-    local label=$1 case_name out rc passed=0
-    shift
-    for case_name in "${INTEROP_CASES[@]}"; do
-        out="$work/interop-$case_name.txt"
+run_cases() {
+    local title=$1 case_name out rc passed=0
+    local -n cases=$2
+    shift 2
+    for case_name in "${cases[@]}"; do
+        out="$work/${title//[^a-zA-Z0-9.-]/_}-$case_name.txt"
         rc=0
-        timeout 60 "$interop_client" --server_host=127.0.0.1 --server_port="$interop_port" \
-            --test_case="$case_name" "$@" >"$out" 2>&1 || rc=$?
+        timeout 60 "$@" --server_host=127.0.0.1 --server_port="$interop_port" \
+            --test_case="$case_name" >"$out" 2>&1 || rc=$?
         if [ "$rc" -eq 0 ]; then
             passed=$((passed + 1))
-            log "$label $case_name: ok"
+            log "$case_name: ok"
         else
-            log "$label $case_name: FAILED (exit $rc)"
-            tail -n 20 "$out" >&2
+            if [ "$rc" -eq 124 ]; then
+                log "$case_name: FAILED (timed out after 60 s)"
+            else
+                log "$case_name: FAILED (exit $rc)"
+            fi
+            tail -n 30 "$out" >&2
             failures=$((failures + 1))
         fi
     done
-    summary+=("grpc-go $GRPC_VERSION $label: $passed/${#INTEROP_CASES[@]} cases passed")
+    summary+=("$title: $passed/${#cases[@]} cases passed")
+}
+
+# check_case_list SCRIPT CASES_NAME COMMAND...: increments failures, with a
+# message naming SCRIPT, unless `COMMAND --list` prints the cases of the
+# array named CASES_NAME, one per line in that order: every case a client
+# of our own has is run.
+check_case_list() {
+    local script=$1 listed
+    local -n wanted=$2
+    shift 2
+    listed=$("$@" --list)
+    if [ "$listed" != "$(printf '%s\n' "${wanted[@]}")" ]; then
+        echo "$script: the client's cases differ from the script's:" >&2
+        diff <(echo "$listed") <(printf '%s\n' "${wanted[@]}") >&2 || true
+        failures=$((failures + 1))
+    fi
+}
+
+# run_interop_cases LABEL [FLAGS...]: runs $interop_client (grpc-go's) with
+# FLAGS, once per case of INTEROP_CASES (run_cases).
+run_interop_cases() {
+    local label=$1
+    shift
+    run_cases "grpc-go $GRPC_VERSION $label" INTEROP_CASES "$interop_client" "$@"
 }
 
 # check_running SCRIPT PID...: increments failures for each server PID

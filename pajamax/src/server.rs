@@ -352,8 +352,8 @@ impl Builder {
     /// responder or `Streaming` on another thread seeing it cancelled; a
     /// handler running on the worker is not interrupted. Server-streaming
     /// and bidirectional calls (a health `Watch`, a subscription) keep the
-    /// client's deadline alone, as with tonic, whose timeout ends once the
-    /// handler has returned its stream. Default: none, as tonic and
+    /// client's deadline alone, much as with tonic, whose timeout ends
+    /// once the handler has returned its stream. Default: none, as tonic and
     /// grpc-go. 0, which would end every call at once, makes
     /// [`bind`](Builder::bind) fail with `InvalidInput`.
     ///

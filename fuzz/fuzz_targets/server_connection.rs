@@ -53,7 +53,12 @@
 //!   each time a one-byte index names it;
 //! - the output is a well-formed frame stream: see `pajamax_fuzz::peer`;
 //!   among its checks, the last stream id of the GOAWAYs never grows, and
-//!   nothing but RST_STREAM goes on a stream above the one they named.
+//!   nothing but RST_STREAM goes on a stream above the one they named;
+//! - the gRPC messages of each answer's DATA, read across frames, have the
+//!   flag 0 or 1 (never the server's internal marks, 0x80 for a message to
+//!   go uncompressed and 0xff for one whose encoding panicked halfway), 1
+//!   only after `grpc-encoding: gzip` in the response headers, and then
+//!   are gzip; a stream that ends does so between messages.
 
 #![no_main]
 

@@ -1,8 +1,22 @@
 //! A client's view of the server's output: parses every frame the server
 //! writes and asserts what must hold of any of them, whatever the client
 //! sent.
+//!
+//! Among the checks, the gRPC messages of the DATA of each stream whose
+//! response headers said `content-type: application/grpc` are read as a
+//! client reads them, across DATA frames: every flag byte is 0 or 1
+//! (never a mark of the server's own, such as its 0x80 for a message to
+//! go uncompressed or its 0xff for one whose encoding did not finish), 1
+//! only on a stream whose response headers said `grpc-encoding: gzip`; a
+//! compressed message is gzip (the first of each stream inflates, the
+//! others start as gzip does); a stream that ends (END_STREAM) ends on a
+//! message boundary: no length prefix promises more than the stream
+//! carries. DATA comes after the response headers.
 
 use std::collections::HashMap;
+use std::io::Read;
+
+use flate2::read::MultiGzDecoder;
 
 use pajamax_test_peer::{flag, kind, FrameHeader, HeaderBlock, Reader, Received};
 
@@ -14,6 +28,151 @@ struct StreamState {
     /// END_STREAM or RST_STREAM was sent: no HEADERS, CONTINUATION or DATA
     /// may follow.
     ended: bool,
+    /// The response headers said `content-type: application/grpc...`:
+    /// its DATA carries gRPC messages (not, say, the text of a 415).
+    grpc: bool,
+    /// The response headers said `grpc-encoding: gzip`.
+    gzip: bool,
+    /// The gRPC messages of its DATA so far.
+    messages: Messages,
+}
+
+/// The largest compressed message whose body is kept to be inflated (the
+/// service's answers are far smaller); a larger one is only skipped.
+const INFLATE_LIMIT: usize = 16 << 10;
+
+/// The first bytes of a gzip member (RFC 1952): its magic and the deflate
+/// method.
+const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
+
+/// A gzip member's header and trailer, without any data.
+const GZIP_MIN_LEN: usize = 18;
+
+/// The gRPC messages of one stream's DATA, read as they arrive, whatever
+/// the DATA frames' bounds: the prefix of the message under way and how
+/// much of its body is still to come. Every compressed message must start
+/// as gzip does; the first one of the stream (at most [`INFLATE_LIMIT`]
+/// bytes) is kept until it is whole and inflated. Inflating each one
+/// would double what a compressed answer costs the target, for little:
+/// the server deflates every message the same way.
+#[derive(Default)]
+struct Messages {
+    /// The 5-byte prefix of the message under way, as far as it came.
+    prefix: [u8; 5],
+    prefix_len: usize,
+    /// Bytes of the message under way still to come, once its prefix is
+    /// whole.
+    remaining: usize,
+    /// The message under way is compressed: its first bytes, as far as
+    /// they came, to compare with [`GZIP_MAGIC`].
+    magic: Option<([u8; 3], usize)>,
+    /// The body of the compressed message under way, to inflate.
+    gzip: Option<Vec<u8>>,
+    /// A compressed message of this stream was kept to be inflated.
+    inflated: bool,
+}
+
+impl Messages {
+    /// Reads the DATA payload `data` of `stream`, whose response headers
+    /// said gzip if `gzip`.
+    fn feed(&mut self, stream: u32, gzip: bool, mut data: &[u8], trace: bool) {
+        while !data.is_empty() {
+            if self.prefix_len < self.prefix.len() {
+                let n = (self.prefix.len() - self.prefix_len).min(data.len());
+                self.prefix[self.prefix_len..self.prefix_len + n].copy_from_slice(&data[..n]);
+                self.prefix_len += n;
+                data = &data[n..];
+                if self.prefix_len == self.prefix.len() {
+                    self.start(stream, gzip, trace);
+                }
+                continue;
+            }
+            let n = self.remaining.min(data.len());
+            let body = &data[..n];
+            if let Some((magic, have)) = &mut self.magic {
+                let m = (magic.len() - *have).min(n);
+                magic[*have..*have + m].copy_from_slice(&body[..m]);
+                *have += m;
+            }
+            if let Some(kept) = &mut self.gzip {
+                kept.extend_from_slice(body);
+            }
+            self.remaining -= n;
+            data = &data[n..];
+            if self.remaining == 0 {
+                self.end(stream);
+            }
+        }
+    }
+
+    /// The prefix of a message is whole.
+    fn start(&mut self, stream: u32, gzip: bool, trace: bool) {
+        let [flag, len @ ..] = self.prefix;
+        let len = u32::from_be_bytes(len) as usize;
+        if trace {
+            eprintln!("    message on stream {stream}: flag {flag}, {len} bytes");
+        }
+        assert!(
+            flag <= 1,
+            "message on stream {stream} with the flag byte {flag:#04x} (length {len})"
+        );
+        if flag == 1 {
+            assert!(
+                gzip,
+                "compressed message on stream {stream}, whose response headers did not say grpc-encoding: gzip"
+            );
+            assert!(
+                len >= GZIP_MIN_LEN,
+                "compressed message on stream {stream} of {len} bytes, too short for gzip"
+            );
+            self.magic = Some(([0; 3], 0));
+            if !self.inflated && len <= INFLATE_LIMIT {
+                self.inflated = true;
+                self.gzip = Some(Vec::with_capacity(len));
+            }
+        }
+        self.remaining = len;
+        if len == 0 {
+            self.end(stream);
+        }
+    }
+
+    /// The message under way is whole: a compressed one must be gzip, and
+    /// inflate if it was kept.
+    fn end(&mut self, stream: u32) {
+        if let Some((magic, _)) = self.magic.take() {
+            assert_eq!(
+                magic, GZIP_MAGIC,
+                "compressed message on stream {stream} that is not gzip"
+            );
+        }
+        if let Some(body) = self.gzip.take() {
+            let mut inflated = Vec::new();
+            let read = MultiGzDecoder::new(&body[..])
+                .take(INFLATE_LIMIT as u64)
+                .read_to_end(&mut inflated);
+            assert!(
+                read.is_ok(),
+                "compressed message on stream {stream} does not inflate ({read:?}): {body:02x?}"
+            );
+        }
+        self.prefix_len = 0;
+    }
+
+    /// The stream ended: it must end between messages.
+    fn finish(&mut self, stream: u32) {
+        assert!(
+            self.prefix_len == 0,
+            "stream {stream} ends inside a message: prefix {:02x?}, {} bytes of it missing",
+            &self.prefix[..self.prefix_len],
+            if self.prefix_len < self.prefix.len() {
+                self.prefix.len() - self.prefix_len
+            } else {
+                self.remaining
+            }
+        );
+        *self = Messages::default();
+    }
 }
 
 /// Checks the byte stream a server writes to one connection.
@@ -141,17 +300,29 @@ impl ServerOutput {
             kind::RST_STREAM => {
                 assert_ne!(head.stream, 0, "RST_STREAM on stream 0");
                 assert_eq!(payload.len(), 4, "RST_STREAM length");
-                self.streams.entry(head.stream).or_default().ended = true;
+                let state = self.streams.entry(head.stream).or_default();
+                state.ended = true;
+                // A reset may cut a message short.
+                state.messages = Messages::default();
             }
             kind::DATA => {
-                let state = self.open_stream(head);
-                if head.has(flag::END_STREAM) {
-                    state.ended = true;
-                }
                 assert!(
                     head.flags & !flag::END_STREAM == 0,
                     "unexpected DATA flags {head:?}"
                 );
+                let trace = self.trace;
+                let state = self.open_stream(head);
+                assert!(
+                    state.headers_sent,
+                    "server sent {head:?} before the response headers"
+                );
+                if state.grpc {
+                    state.messages.feed(head.stream, state.gzip, payload, trace);
+                }
+                if head.has(flag::END_STREAM) {
+                    state.ended = true;
+                    state.messages.finish(head.stream);
+                }
             }
             kind::HEADERS => {
                 self.open_stream(head);
@@ -225,9 +396,17 @@ impl ServerOutput {
                 "response headers do not start with :status: {fields:?}"
             );
             state.headers_sent = true;
+            for (name, value) in &fields {
+                match &name[..] {
+                    b"content-type" => state.grpc = value.starts_with(b"application/grpc"),
+                    b"grpc-encoding" => state.gzip = value == b"gzip",
+                    _ => {}
+                }
+            }
         }
         if end_stream {
             state.ended = true;
+            state.messages.finish(stream);
         }
     }
 }

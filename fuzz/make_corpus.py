@@ -7,6 +7,7 @@ RFC 7541 Appendix C. Run it from anywhere; it rewrites the files it owns
 and leaves other files in the corpus alone.
 """
 
+import gzip
 import os
 import struct
 
@@ -68,13 +69,17 @@ def literal(name, value, index=0, incremental=False):
     return integer(0, prefix, flags) + string(name) + string(value)
 
 
-def request_block(path, method_post=True, content_type=b"application/grpc", extra=()):
+def request_block(path, method_post=True, content_type=b"application/grpc", extra=(), gzip=False):
+    """A request's header block; with `gzip`, `grpc-accept-encoding: gzip`
+    (indexed, so later blocks may name it by one byte)."""
     block = bytes([0x83 if method_post else 0x82, 0x86])  # :method, :scheme http
     block += literal(b":path", path, index=4, incremental=True)
     block += literal(b":authority", b"localhost", index=1, incremental=True)
     if content_type:
         block += literal(b"content-type", content_type, index=31, incremental=True)
     block += literal(b"te", b"trailers")
+    if gzip:
+        block += literal(b"grpc-accept-encoding", b"gzip", incremental=True)
     for name, value in extra:
         block += literal(name, value)
     return block
@@ -82,6 +87,13 @@ def request_block(path, method_post=True, content_type=b"application/grpc", extr
 
 def grpc_message(payload):
     return b"\x00" + struct.pack(">I", len(payload)) + payload
+
+
+def gzip_message(payload):
+    """A message compressed with gzip (flag 1), as a client sends it after
+    `grpc-encoding: gzip`."""
+    packed = gzip.compress(payload, mtime=0)
+    return b"\x01" + struct.pack(">I", len(packed)) + packed
 
 
 def bytes_message(data):
@@ -98,16 +110,19 @@ def connection_seed(body, control=0, reads=()):
     return out + body
 
 
-def call(stream, path, message, extra=()):
-    return frame(HEADERS, END_HEADERS, stream, request_block(path, extra=extra)) + frame(
-        DATA, END_STREAM, stream, grpc_message(message)
+def call(stream, path, message, extra=(), gzip=False, framed=None):
+    """A unary call; `framed` is its message with its prefix, if not
+    `message` uncompressed."""
+    body = framed if framed is not None else grpc_message(message)
+    return frame(HEADERS, END_HEADERS, stream, request_block(path, extra=extra, gzip=gzip)) + frame(
+        DATA, END_STREAM, stream, body
     )
 
 
-def stream_call(stream, path, messages, cuts=(), end=True, extra=()):
+def stream_call(stream, path, messages, cuts=(), end=True, extra=(), gzip=False):
     """HEADERS, then `messages` as one body cut into DATA frames at the
     offsets in `cuts`; END_STREAM on the last one if `end`."""
-    out = frame(HEADERS, END_HEADERS, stream, request_block(path, extra=extra))
+    out = frame(HEADERS, END_HEADERS, stream, request_block(path, extra=extra, gzip=gzip))
     body = b"".join(grpc_message(m) for m in messages)
     start = 0
     pieces = []
@@ -309,6 +324,110 @@ def server_connection():
     body = call(1, b"/e.E/Tick", bytes_message(b"\x01\x02\x03")) + stream_call(3, b"/e.E/Chat", [bytes_message(b"x")], end=False)
     write("server_connection", "drain_timeout", swept_seed(body, PRIMED | GOAWAY_AFTER_1 | CLOCK_1S, DRAIN_TIMEOUT))
     write("server_connection", "idle_close", swept_seed(body, PRIMED | GOAWAY_AFTER_1, CLOSE_AT_END))
+
+    compression_seeds()
+
+
+# The echo service's choice bytes (see `Choice` in fuzz/src/echo.rs): the
+# first byte of a message, or a byte of Tick's request.
+CHOICE = 0xE0
+COMPRESS, NO_COMPRESS, UNCOMPRESSED, CUT = 0x01, 0x02, 0x04, 0x08
+
+
+def choice(*bits):
+    out = CHOICE
+    for bit in bits:
+        out |= bit
+    return bytes([out])
+
+
+def compression_seeds():
+    """Answers compressed for clients that accept gzip, messages sent
+    uncompressed among them, and answers whose encoding panics halfway."""
+    hello = len(PREFACE) + 9
+
+    # Unary: compression chosen by the handler for a client that accepts
+    # gzip (Raw; Echo with a compressed request), turned off again, asked
+    # for by a client that does not accept it; answers whose encoding
+    # panics, in a compressed call and in one answered in place.
+    body = (
+        call(1, b"/e.E/Raw", choice(COMPRESS) + b"squeeze squeeze squeeze", gzip=True)
+        + call(
+            3,
+            b"/fuzz.Echo/Echo",
+            b"",
+            gzip=True,
+            extra=[(b"grpc-encoding", b"gzip")],
+            framed=gzip_message(bytes_message(choice(COMPRESS) + b"hello hello")),
+        )
+        + call(5, b"/e.E/Raw", choice(COMPRESS, NO_COMPRESS) + b"plain", gzip=True)
+        + call(7, b"/e.E/Raw", choice(COMPRESS) + b"not accepted")
+        + call(9, b"/e.E/Raw", choice(COMPRESS, CUT) + b"cut short", gzip=True)
+        + call(11, b"/e.E/Echo", bytes_message(choice(CUT) + b"cut in place"))
+    )
+    write("server_connection", "compressed_unary", connection_seed(body, PRIMED, (hello + 120,)))
+
+    # Streams that compress: Chat answers compressed, then copies sent
+    # uncompressed and compressed in turn, messages cut across DATA frames;
+    # a Chat whose copy's encoding panics after whole ones (INTERNAL); Tick
+    # with bytes that go uncompressed; Split whose third piece panics in
+    # its encoding; Sum answered compressed.
+    chat = [
+        choice(COMPRESS) + b"a",
+        choice(UNCOMPRESSED) + b"x",
+        choice(UNCOMPRESSED) + b"yzw",
+        b"ok",
+    ]
+    body = (
+        stream_call(1, b"/e.E/Chat", [bytes_message(m) for m in chat], cuts=(6, 13, 20), gzip=True)
+        + stream_call(
+            3,
+            b"/e.E/Chat",
+            [bytes_message(choice(COMPRESS, UNCOMPRESSED) + b"q"), bytes_message(choice(UNCOMPRESSED, CUT) + b"p"), bytes_message(b"late")],
+            gzip=True,
+        )
+        + call(5, b"/e.E/Tick", bytes_message(choice(COMPRESS) + choice(UNCOMPRESSED) + b"\x01" + choice(COMPRESS, UNCOMPRESSED) + b"\x02"), gzip=True)
+        + call(7, b"/e.E/Split", bytes_message(choice(COMPRESS) + b"ab" + b"cd" + choice(CUT) + b"e" + b"fg"), gzip=True)
+        + stream_call(9, b"/e.E/Sum", [bytes_message(choice(COMPRESS) + b"a"), bytes_message(b"bc")], gzip=True)
+    )
+    write("server_connection", "compressed_streams", connection_seed(body, PRIMED | CLOCK_1MS, (hello + 90, 80, 200)))
+
+    # Calls that do not compress (no grpc-accept-encoding): copies marked
+    # to go uncompressed have their mark written over; compression asked
+    # for in vain; a copy whose encoding panics after a whole one marked
+    # to go uncompressed; Tick bytes sent with Next::Uncompressed, then
+    # one whose encoding panics; Sum whose answer's encoding panics. Half
+    # the output written at a time.
+    body = (
+        stream_call(
+            1,
+            b"/e.E/Chat",
+            [bytes_message(choice(UNCOMPRESSED) + b"a"), bytes_message(choice(COMPRESS) + b"b"), bytes_message(choice(UNCOMPRESSED, CUT) + b"c")],
+            cuts=(3, 10),
+        )
+        + call(3, b"/e.E/Tick", bytes_message(choice(UNCOMPRESSED) + b"\x01" + choice(UNCOMPRESSED, COMPRESS) + choice(CUT) + b"\x02"))
+        + stream_call(5, b"/e.E/Sum", [bytes_message(b"a"), bytes_message(choice(CUT))])
+    )
+    write("server_connection", "uncompressed_marks", connection_seed(body, PRIMED | HALF_WRITES | CLOCK_10MS, (hello + 60, 60)))
+
+    # Tight limits and an 8-byte stream window: compressed Split pieces
+    # held back by the window and cut across DATA frames, let out by
+    # WINDOW_UPDATEs in later reads; a Chat whose headers went before it
+    # asked for compression (too late: its answers stay uncompressed), and
+    # one that compresses from its first message, its copies held back by
+    # the window too.
+    body = (
+        settings([(0x4, 8)])
+        + call(1, b"/e.E/Split", bytes_message(choice(COMPRESS) + bytes(range(1, 25))), gzip=True)
+        + stream_call(3, b"/e.E/Chat", [b"", bytes_message(choice(COMPRESS) + b"z")], gzip=True)
+        + stream_call(5, b"/e.E/Chat", [bytes_message(choice(COMPRESS, UNCOMPRESSED) + b"y"), bytes_message(b"xx")], end=False, gzip=True)
+        + frame(WINDOW_UPDATE, 0, 1, struct.pack(">I", 16))
+        + frame(WINDOW_UPDATE, 0, 5, struct.pack(">I", 40))
+        + frame(WINDOW_UPDATE, 0, 1, struct.pack(">I", 1000))
+        + frame(WINDOW_UPDATE, 0, 3, struct.pack(">I", 100))
+        + frame(DATA, END_STREAM, 5, b"")
+    )
+    write("server_connection", "compressed_tight_windows", connection_seed(body, PRIMED | TIGHT | CLOCK_1S, (hello + 15 + 260, 13, 13)))
 
 
 def hpack_decoder():

@@ -209,9 +209,12 @@ impl prost::Message for Brittle {
     fn clear(&mut self) {}
 }
 
-/// `test.Brittle/Echo`: answers each request with a whole answer, then
-/// one whose encoding panics.
-struct BrittleEcho;
+/// `test.Brittle/Echo` and `Caught`: answer each request with a whole
+/// answer, then one whose encoding panics. `Caught` catches that panic
+/// itself, sends another whole answer and goes on.
+struct BrittleEcho {
+    catches: bool,
+}
 
 impl BidiHandler<Ask, Brittle> for BrittleEcho {
     fn on_message(
@@ -224,36 +227,16 @@ impl BidiHandler<Ask, Brittle> for BrittleEcho {
             value: ask.value,
             panics: false,
         });
-        responses.send(&Brittle {
+        let broken = Brittle {
             value: ask.value + 1,
             panics: true,
-        });
-        Ok(())
-    }
-}
-
-/// `test.Brittle/Caught`: answers each request with a whole answer, then
-/// one whose encoding panics, which the handler catches itself, then
-/// another whole one, and goes on.
-struct CaughtEcho;
-
-impl BidiHandler<Ask, Brittle> for CaughtEcho {
-    fn on_message(
-        &mut self,
-        _ctx: &mut Context<'_>,
-        ask: Ask,
-        responses: &mut Responses<'_, Brittle>,
-    ) -> Result<(), Status> {
-        responses.send(&Brittle {
-            value: ask.value,
-            panics: false,
-        });
-        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            responses.send(&Brittle {
-                value: ask.value + 1,
-                panics: true,
-            })
-        }));
+        };
+        if !self.catches {
+            responses.send(&broken);
+            return Ok(());
+        }
+        let caught =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| responses.send(&broken)));
         assert!(caught.is_err());
         responses.send(&Brittle {
             value: ask.value + 2,
@@ -286,9 +269,9 @@ impl Service for BrittleService {
 
     fn bidi_streaming(&self, method: usize, _ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
         if method == 1 {
-            return Ok(BidiStream::on_worker(CaughtEcho).into_raw());
+            return Ok(BidiStream::on_worker(BrittleEcho { catches: true }).into_raw());
         }
-        Ok(BidiStream::on_worker(BrittleEcho).into_raw())
+        Ok(BidiStream::on_worker(BrittleEcho { catches: false }).into_raw())
     }
 }
 

@@ -2439,10 +2439,7 @@ fn send_remote(
     bytes: &mut [u8],
 ) -> bool {
     if !compress {
-        // One message: one mark to write over, if any.
-        if bytes[0] == framing::PLAIN {
-            bytes[0] = 0;
-        }
+        framing::unmark_plain(bytes);
         if h2.send_data(stream, bytes, false) == 0 {
             return false;
         }

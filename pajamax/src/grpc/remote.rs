@@ -938,10 +938,7 @@ impl<M: prost::Message> Sink<M> {
     ///
     /// [`Cancelled`] once the call has ended; stop producing then.
     pub fn send(&mut self, message: &M) -> Result<(), Cancelled> {
-        if self.shared.is_none() {
-            return Ok(());
-        }
-        self.send_framed(framed(message))
+        self.send_message(message, false)
     }
 
     /// As [`Sink::send`], but the message goes uncompressed even when the
@@ -952,17 +949,13 @@ impl<M: prost::Message> Sink<M> {
     ///
     /// [`Cancelled`] once the call has ended; stop producing then.
     pub fn send_uncompressed(&mut self, message: &M) -> Result<(), Cancelled> {
-        if self.shared.is_none() {
-            return Ok(());
-        }
-        let mut bytes = framed(message);
-        // The worker writes 0 over it before the message leaves.
-        bytes[0] = framing::PLAIN;
-        self.send_framed(bytes)
+        self.send_message(message, true)
     }
 
-    /// Sends one framed message, once the credit for it is there.
-    fn send_framed(&mut self, bytes: Vec<u8>) -> Result<(), Cancelled> {
+    /// Sends one message, marked [`framing::PLAIN`] when `plain` (the
+    /// worker writes 0 over the mark before it leaves), once the credit
+    /// for it is there.
+    fn send_message(&mut self, message: &M, plain: bool) -> Result<(), Cancelled> {
         let Some(shared) = self.shared.clone() else {
             return Ok(());
         };
@@ -970,6 +963,10 @@ impl<M: prost::Message> Sink<M> {
             // The first part of the answer: the request goes (whatever
             // the wait below).
             shared.release_request();
+        }
+        let mut bytes = framed(message);
+        if plain {
+            bytes[0] = framing::PLAIN;
         }
         shared.take_credit(bytes.len())?;
         if !self.headers_sent {

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # gRPC's pure-JavaScript client (@grpc/grpc-js with @grpc/proto-loader, over
 # Node's http2 module, which is nghttp2; plaintext) against the
-# `interop-server` example: a third HTTP/2 and gRPC client implementation
-# after grpc-go's (scripts/conformance.sh) and grpc-java's
-# (scripts/interop-java.sh).
+# `interop-server` example: another HTTP/2 and gRPC client implementation
+# beside grpc-go's (scripts/conformance.sh), grpc-java's
+# (scripts/interop-java.sh) and gRPC's Python package's
+# (scripts/interop-python.sh).
 #
 # The client is ours, scripts/conformance-tools/node/interop_client.js,
 # written from gRPC's interop test descriptions; it loads the protos of
 # examples/proto/grpc/testing at run time and reads what goes on the wire
 # (headers, trailers, each message's compressed flag) as well as what grpc-js
-# gives it. Its cases: the interop cases below, with all four compression
-# cases, and two of our own: concurrent_calls (100 FullDuplexCall ping-pongs
+# gives it. Its cases, all run (`interop_client.js --list`): the standard
+# interop cases, with all four compression cases, and two of our own: concurrent_calls (100 FullDuplexCall ping-pongs
 # and 100 large unary calls at once on one channel) and slow_reader (a 5 MiB
 # server stream read with pauses that shut its window, every answer
 # checked). Each case runs in a process of its own, for at most 60 s.
@@ -29,30 +30,6 @@ root=$(pwd)
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-# shellcheck disable=SC2034 # read by name in run_cases
-CASES=(
-    empty_unary
-    large_unary
-    client_compressed_unary
-    server_compressed_unary
-    client_streaming
-    client_compressed_streaming
-    server_streaming
-    server_compressed_streaming
-    ping_pong
-    empty_stream
-    custom_metadata
-    status_code_and_message
-    special_status_message
-    unimplemented_method
-    unimplemented_service
-    cancel_after_begin
-    cancel_after_first_response
-    timeout_on_sleeping_server
-    # Ours.
-    concurrent_calls
-    slow_reader
-)
 node_dir="$root/scripts/conformance-tools/node"
 client="$node_dir/interop_client.js"
 lock="$node_dir/package-lock.json"
@@ -116,7 +93,7 @@ log "interop-server on 127.0.0.1:$interop_port"
 
 failures=0
 summary=()
-check_case_list interop-node CASES node "$client"
+listed_cases interop-node node "$client"
 run_cases "@grpc/grpc-js $grpc_js_version interop" CASES \
     node "$client" --proto_dir="$root/examples/proto"
 

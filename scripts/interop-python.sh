@@ -4,7 +4,8 @@
 # beside grpc-go (scripts/conformance.sh) and grpc-java
 # (scripts/interop-java.sh). The client, scripts/conformance-tools/python/
 # interop_client.py, is the project's own, written from gRPC's interop test
-# descriptions; it runs one case per process:
+# descriptions; every case it lists (`interop_client.py --list`) runs, one
+# per process:
 #   - empty_unary, large_unary, client_streaming, server_streaming,
 #     ping_pong, empty_stream, cancel_after_begin,
 #     cancel_after_first_response, timeout_on_sleeping_server,
@@ -31,29 +32,6 @@ root=$(pwd)
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-# shellcheck disable=SC2034 # read by name in run_cases
-CASES=(
-    empty_unary
-    large_unary
-    client_streaming
-    server_streaming
-    ping_pong
-    empty_stream
-    cancel_after_begin
-    cancel_after_first_response
-    timeout_on_sleeping_server
-    custom_metadata
-    status_code_and_message
-    special_status_message
-    unimplemented_method
-    unimplemented_service
-    client_compressed_unary
-    server_compressed_unary
-    client_compressed_streaming
-    server_compressed_streaming
-    concurrent_streams
-    slow_reader_server_streaming
-)
 tools="$root/scripts/conformance-tools/python"
 requirements="$tools/requirements.txt"
 
@@ -126,7 +104,7 @@ log "interop-server on 127.0.0.1:$interop_port"
 failures=0
 summary=()
 export PYTHONPATH="$work/stubs"
-check_case_list interop-python CASES "$python" -B "$tools/interop_client.py"
+listed_cases interop-python "$python" -B "$tools/interop_client.py"
 run_cases "grpcio $grpcio_version interop" CASES "$python" -B "$tools/interop_client.py"
 
 check_running interop-python "$interop_pid"

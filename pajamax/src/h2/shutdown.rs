@@ -13,11 +13,10 @@ pub(crate) struct Shutdown {
     /// The first GOAWAY of a graceful shutdown is out and its PING
     /// unanswered.
     draining: bool,
-    /// A GOAWAY naming the last stream is out: new streams are refused.
-    goaway_sent: bool,
-    /// The last stream that GOAWAY named, once it is out: a GOAWAY after
-    /// it names no later one (RFC 9113 section 6.8).
-    last_named: u32,
+    /// The last stream a GOAWAY named, once it is out: new streams are
+    /// refused, and a GOAWAY after it names no later one (RFC 9113
+    /// section 6.8).
+    last_named: Option<u32>,
     /// A GOAWAY went either way, or the connection failed: one flag, so
     /// that the test of a connection's end, made several times a turn,
     /// is one load while none did.
@@ -27,18 +26,14 @@ pub(crate) struct Shutdown {
 impl Shutdown {
     /// Whether new streams are refused.
     pub(crate) fn goaway_sent(&self) -> bool {
-        self.goaway_sent
+        self.last_named.is_some()
     }
 
     /// The last stream id for a GOAWAY sent now, `highest` being the
     /// highest the peer opened: the one named before, if a GOAWAY named
     /// one, as streams opened after it were refused.
     pub(crate) fn last_stream(&self, highest: u32) -> u32 {
-        if self.goaway_sent {
-            self.last_named
-        } else {
-            highest
-        }
+        self.last_named.unwrap_or(highest)
     }
 
     /// Whether either side has said GOAWAY, or the connection failed: the
@@ -61,7 +56,7 @@ impl Shutdown {
     /// The first step: a GOAWAY that still allows every stream, with a
     /// PING.
     pub(crate) fn begin(&mut self, out: &mut Vec<u8>) {
-        if !self.draining && !self.goaway_sent {
+        if !self.draining && self.last_named.is_none() {
             frame::write_goaway(out, MAX_WINDOW, Reason::NO_ERROR, b"");
             frame::write_ping(out, &SHUTDOWN_PING);
             self.draining = true;
@@ -80,8 +75,7 @@ impl Shutdown {
         if self.draining {
             self.draining = false;
             frame::write_goaway(out, last_stream, Reason::NO_ERROR, b"");
-            self.goaway_sent = true;
-            self.last_named = last_stream;
+            self.last_named = Some(last_stream);
             self.ending = true;
         }
     }

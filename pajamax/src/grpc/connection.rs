@@ -793,9 +793,9 @@ impl GrpcConnection {
     ) -> Result<Option<Route>, Status> {
         let (list, fields) = self.h2.request_fields(fields, block_id);
         let mut head = head::parse(list.classified(fields), &mut call.metadata);
-        call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
         call.accept_gzip = head.accept_gzip;
         if !head.is_grpc {
+            call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
             return Ok(None);
         }
         let route = match self.last_route {
@@ -842,9 +842,9 @@ impl GrpcConnection {
             // Kept with the head for the requests that repeat its block.
             if matches!(route.kind, MethodKind::Unary | MethodKind::ClientStreaming) {
                 head.timeout = Some(head.timeout.map_or(longest, |asked| asked.min(longest)));
-                call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
             }
         }
+        call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
         call.encoding = head.encoding.expect("checked above");
         if block_id != 0 {
             self.repeated.insert(SharedHead {

@@ -67,16 +67,9 @@ log "grpc-java $grpc_java_version client: $(find "$cache/lib" -name '*.jar' | wc
 
 # ----- server -----
 
-log "building interop-server (release)"
-cargo build --release -p pajamax-examples --bin interop-server
-interop_bin="$target_dir/release/interop-server"
-
 use_work_dir
 
-start_on_free_port "$work/interop-server.log" "$interop_bin" "--port={port}" --use_tls=false
-interop_port=$started_port
-interop_pid=$started_pid
-log "interop-server on 127.0.0.1:$interop_port"
+start_interop_server
 
 # The Netty transport logs every HTTP/2 frame at FINE, with the first bytes
 # of each DATA frame.

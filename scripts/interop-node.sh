@@ -78,16 +78,9 @@ log "node $(node --version), @grpc/grpc-js $grpc_js_version, @grpc/proto-loader 
 
 # ----- server -----
 
-log "building interop-server (release)"
-cargo build --release -p pajamax-examples --bin interop-server
-interop_bin="$target_dir/release/interop-server"
-
 use_work_dir
 
-start_on_free_port "$work/interop-server.log" "$interop_bin" "--port={port}" --use_tls=false
-interop_port=$started_port
-interop_pid=$started_pid
-log "interop-server on 127.0.0.1:$interop_port"
+start_interop_server
 
 # ----- cases -----
 

@@ -71,10 +71,6 @@ log "grpcio $("$python" -c 'import grpc; print(grpc.__version__)') in $venv"
 
 # ----- server -----
 
-log "building interop-server (release)"
-cargo build --release -p pajamax-examples --bin interop-server
-interop_bin="$target_dir/release/interop-server"
-
 use_work_dir
 
 # The stubs. The protos import each other as grpc/testing/*.proto, from
@@ -94,10 +90,7 @@ done
         --grpc_python_out="$work/stubs" ./*.proto
 )
 
-start_on_free_port "$work/interop-server.log" "$interop_bin" "--port={port}" --use_tls=false
-interop_port=$started_port
-interop_pid=$started_pid
-log "interop-server on 127.0.0.1:$interop_port"
+start_interop_server
 
 # ----- cases -----
 

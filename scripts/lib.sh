@@ -271,6 +271,21 @@ use_work_dir() {
     trap 'stop_pids; rm -rf "$work"' EXIT
 }
 
+# start_interop_server: builds the interop-server example (release) and
+# starts it in plaintext on a free port, its log in $work; sets
+# interop_port and interop_pid. Needs target_dir (set_target_dir) and work
+# (use_work_dir).
+# shellcheck disable=SC2154,SC2034 # target_dir and work: the caller's; interop_pid: for the caller
+start_interop_server() {
+    log "building interop-server (release)"
+    cargo build --release -p pajamax-examples --bin interop-server
+    start_on_free_port "$work/interop-server.log" "$target_dir/release/interop-server" \
+        "--port={port}" --use_tls=false
+    interop_port=$started_port
+    interop_pid=$started_pid
+    log "interop-server on 127.0.0.1:$interop_port"
+}
+
 # make_certificates DIR CA_NAME [CLIENT_NAME CLIENT_DNS]: makes in DIR, with
 # the openssl CLI, a CA (ca.pem, ca.key) named CA_NAME and a server
 # certificate it signs (server.pem, server.key; ECDSA P-256, for localhost

@@ -7,6 +7,7 @@ mod clock;
 pub mod compression;
 pub mod connection;
 pub mod context;
+mod decode;
 mod executor;
 mod framing;
 mod head;

@@ -9,6 +9,7 @@
 //! a queue of bounded size; the worker stops taking the client's bytes in
 //! while it is full, so the client's flow-control window closes.
 
+use crate::grpc::decode;
 use crate::grpc::framing;
 use crate::grpc::metadata::Metadata;
 use crate::grpc::status::Status;
@@ -1108,7 +1109,7 @@ impl<M: prost::Message + Default> Iterator for Streaming<M> {
             return None;
         };
         let item = match shared.take_incoming() {
-            Ok(Some(bytes)) => M::decode(&bytes[framing::PREFIX_LEN..]).map_err(Status::from),
+            Ok(Some(bytes)) => decode::decode(&bytes[framing::PREFIX_LEN..]),
             Ok(None) => {
                 self.done = true;
                 return None;

@@ -241,5 +241,5 @@ pub fn decode_request<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, St
 /// assert_eq!(err.code(), pajamax::Code::InvalidArgument);
 /// ```
 pub fn decode_request_into<M: prost::Message>(message: &mut M, bytes: &[u8]) -> Result<(), Status> {
-    message.merge(bytes).map_err(Status::from)
+    crate::grpc::decode::merge(message, bytes)
 }

@@ -1422,94 +1422,100 @@ impl GrpcConnection {
                 return;
             };
             let compressed_ok = call.encoding != Encoding::Identity;
-            let next = match call.inbound.next_message(self.max_message, compressed_ok) {
-                Ok(next) => next,
+            // Messages are taken until none is complete or the taker holds
+            // them back (`Ok(false)`), or until the answers so far are to
+            // go out first (`Ok(true)`: then the call is looked up again);
+            // an error ends the call.
+            let stop: Result<bool, Status> = loop {
+                let range = match call.inbound.next_message(self.max_message, compressed_ok) {
+                    Ok(Some(range)) => range,
+                    Ok(None) => break Ok(false),
+                    Err(status) => break Err(status),
+                };
+                let mut framed = &call.inbound.bytes()[range.clone()];
+                let compressed = framing::is_compressed(framed);
+                if compressed {
+                    let inflated = &mut self.inflated;
+                    if let Err(status) =
+                        compression::inflate_framed(framed, self.max_message, inflated)
+                    {
+                        break Err(status);
+                    }
+                    framed = inflated;
+                }
+                // The message as the handler takes it, inflated: as a unary
+                // call's request counts.
+                let message_len = framed.len() as u64;
+                let taken = match &mut call.state {
+                    State::Handling { handler, blocked } => {
+                        if *blocked {
+                            break Ok(false);
+                        }
+                        let out = &mut self.outgoing;
+                        let metadata = call::request_metadata(&call.shared, &call.metadata);
+                        let mut ctx = self.env.context(
+                            stream,
+                            metadata,
+                            call.deadline,
+                            &mut call.response,
+                            false,
+                            compressed,
+                        );
+                        let message = &framed[PREFIX_LEN..];
+                        let outcome =
+                            executor::on_message(handler.as_mut(), &mut ctx, message, out);
+                        if let Some(choice) = ctx.compression_choice() {
+                            if !call.headers_sent {
+                                call.compress = call.accept_gzip && choice;
+                            }
+                        }
+                        if let Err(status) = outcome {
+                            break Err(status);
+                        }
+                        true
+                    }
+                    State::Remote(remote) => {
+                        if remote.incoming_blocked {
+                            break Ok(false);
+                        }
+                        match remote.shared.offer(framed) {
+                            Offered::Queued => false,
+                            Offered::CallFull => {
+                                remote.incoming_blocked = true;
+                                break Ok(false);
+                            }
+                            Offered::ConnectionFull => {
+                                remote.incoming_blocked = true;
+                                if self.starved.len() > self.calls.len() {
+                                    // Rid of calls that ended while they waited.
+                                    let calls = &self.calls;
+                                    self.starved.retain(|&s| calls.get(s).is_some());
+                                }
+                                self.starved.push(stream);
+                                break Ok(false);
+                            }
+                        }
+                    }
+                    _ => return,
+                };
+                call.inbound.consume(range.len());
+                call.request_bytes += message_len;
+                self.buffered -= range.len();
+                if taken
+                    && (self.outgoing.messages.len() >= PRODUCE_CHUNK || self.outgoing.headers_now)
+                {
+                    break Ok(true);
+                }
+            };
+            match stop {
+                Ok(true) => self.send_outgoing(stream),
+                Ok(false) => break,
                 Err(status) => {
                     // The answers to the messages before it go first.
                     let mut call = self.take_call(stream).expect("found above");
                     self.flush_outgoing(stream, &mut call);
                     return self.end_call(stream, call, Some(status));
                 }
-            };
-            let Some(range) = next else {
-                break;
-            };
-            let mut framed = &call.inbound.bytes()[range.clone()];
-            let compressed = framing::is_compressed(framed);
-            if compressed {
-                let inflated = &mut self.inflated;
-                if let Err(status) = compression::inflate_framed(framed, self.max_message, inflated)
-                {
-                    let mut call = self.take_call(stream).expect("found above");
-                    self.flush_outgoing(stream, &mut call);
-                    return self.end_call(stream, call, Some(status));
-                }
-                framed = inflated;
-            }
-            // The message as the handler takes it, inflated: as a unary
-            // call's request counts.
-            let message_len = framed.len() as u64;
-            let taken = match &mut call.state {
-                State::Handling { handler, blocked } => {
-                    if *blocked {
-                        break;
-                    }
-                    let out = &mut self.outgoing;
-                    let metadata = call::request_metadata(&call.shared, &call.metadata);
-                    let mut ctx = self.env.context(
-                        stream,
-                        metadata,
-                        call.deadline,
-                        &mut call.response,
-                        false,
-                        compressed,
-                    );
-                    let message = &framed[PREFIX_LEN..];
-                    let outcome = executor::on_message(handler.as_mut(), &mut ctx, message, out);
-                    if let Some(choice) = ctx.compression_choice() {
-                        if !call.headers_sent {
-                            call.compress = call.accept_gzip && choice;
-                        }
-                    }
-                    match outcome {
-                        Ok(()) => true,
-                        Err(status) => {
-                            let mut call = self.take_call(stream).expect("found above");
-                            self.flush_outgoing(stream, &mut call);
-                            return self.end_call(stream, call, Some(status));
-                        }
-                    }
-                }
-                State::Remote(remote) => {
-                    if remote.incoming_blocked {
-                        break;
-                    }
-                    match remote.shared.offer(framed) {
-                        Offered::Queued => false,
-                        Offered::CallFull => {
-                            remote.incoming_blocked = true;
-                            break;
-                        }
-                        Offered::ConnectionFull => {
-                            remote.incoming_blocked = true;
-                            if self.starved.len() > self.calls.len() {
-                                // Rid of calls that ended while they waited.
-                                let calls = &self.calls;
-                                self.starved.retain(|&s| calls.get(s).is_some());
-                            }
-                            self.starved.push(stream);
-                            break;
-                        }
-                    }
-                }
-                _ => return,
-            };
-            call.inbound.consume(range.len());
-            call.request_bytes += message_len;
-            self.buffered -= range.len();
-            if taken && (self.outgoing.messages.len() >= PRODUCE_CHUNK || self.outgoing.headers_now)
-            {
-                self.send_outgoing(stream);
             }
         }
         if !self.outgoing.messages.is_empty() || self.outgoing.headers_now {

@@ -461,3 +461,45 @@ async fn half_open_streams_with_large_header_lists_from_the_hpack_table_are_boun
     good_client_is_served(&server).await;
     stop(server).await;
 }
+
+/// A peer that goes on sending as fast as it can after the server's final
+/// GOAWAY: what it sends is read and dropped a bounded amount per turn, so
+/// the worker still serves its other connections, and the lingering
+/// connection is let go at the end of the linger time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_sends_on_after_the_final_goaway_does_not_hold_the_worker() {
+    let server = server(pajamax::Server::builder());
+    let addr = server.local_addr();
+    let stop_flood = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let halt = stop_flood.clone();
+    let flooder = blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        // DATA on stream 0: a connection error.
+        peer.send(&frame_bytes(kind::DATA, 0, 0, b"x"));
+        let heard = peer.expect_goaway();
+        assert_eq!(heard.goaway, Some(Reason::PROTOCOL_ERROR));
+        let mut socket = peer.socket.try_clone().unwrap();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let chunk = vec![0u8; 1 << 20];
+            let mut sent = 0usize;
+            while !halt.load(std::sync::atomic::Ordering::Relaxed) {
+                match socket.write(&chunk) {
+                    Ok(n) => sent += n,
+                    Err(_) => break,
+                }
+            }
+            sent
+        })
+    })
+    .await;
+    // Let the flood run, then ask on the same worker.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let served =
+        tokio::time::timeout(Duration::from_secs(10), good_client_is_served(&server)).await;
+    stop_flood.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent = blocking(move || flooder.join().unwrap()).await;
+    served.expect("the worker was held by the lingering connection");
+    assert!(sent > 1 << 20, "the flood sent {sent} bytes");
+    stop(server).await;
+}

@@ -1157,10 +1157,14 @@ fn flush_waiting(conn: &mut Conn) -> io::Result<()> {
     Ok(())
 }
 
-/// After the final GOAWAY: discard input until the peer closes.
+/// After the final GOAWAY: discard input until the peer closes, at most
+/// [`READS_PER_TURN`] reads a turn, so that a peer sending on as fast as
+/// it can does not keep the worker from its other connections. Input left
+/// unread raises no new event if nothing more comes: the sweep lets the
+/// connection go once it has lingered [`LINGER`].
 fn linger(conn: &mut Conn) -> Outcome {
     let mut sink = [0u8; 4096];
-    loop {
+    for _ in 0..READS_PER_TURN {
         match conn.socket.read(&mut sink) {
             Ok(0) => return Outcome::Closed,
             Ok(_) => {}
@@ -1169,4 +1173,5 @@ fn linger(conn: &mut Conn) -> Outcome {
             Err(_) => return Outcome::Closed,
         }
     }
+    Outcome::Open
 }

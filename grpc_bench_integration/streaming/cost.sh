@@ -35,6 +35,10 @@
 #   epoll_wait and a wake-up later: the cost that dominates when client and
 #   server take turns) and its CPU time (schedstat) read before and after;
 #   then a run of N under `strace -c -f` for the system calls.
+# - with Echo cells, the handlers' own work: `handler-floor` on CPU 0,
+#   decoding and encoding STREAM_WINDOW items of STREAM_SIZE at a time
+#   with nothing else (no I/O, no HTTP/2, no call state). No server can
+#   spend less per echoed item.
 #
 # The figures are exact for the instructions (they repeat to a few per
 # message); the native ones move with the machine's load. Results go to
@@ -183,9 +187,20 @@ for cell in "${CELLS[@]}"; do
 	done
 done
 
+# What an Echo handler's own work costs (see handler-floor), with the
+# cells' item size and as many items at once as a stream keeps in flight.
+if [[ " ${CELLS[*]}" == *" echo:"* ]]; then
+	taskset -c "$SERVER_CPU" "$BIN/handler-floor" --size "$STREAM_SIZE" --batch "$STREAM_WINDOW" >"$OUT/floor"
+fi
+
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/params"
 echo "-----"
 python3 "$HERE/cost_report.py" "$RESULTS" | tee "$OUT/table.md"
+if [[ -s $OUT/floor ]]; then
+	echo
+	echo "The Echo handlers' own work, natively (decoding, encoding, allocating;"
+	echo "no I/O, no HTTP/2, no call state): $(sed -n 's/.*floor_ns=\([0-9.]*\).*/\1/p' "$OUT/floor") ns per item."
+fi
 echo
 cat "$OUT/params"
 echo "Results in $OUT"

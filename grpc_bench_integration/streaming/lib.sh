@@ -55,7 +55,7 @@ build_servers() {
 	fi
 	BIN="$HERE/target/release"
 	local bin
-	for bin in pajamax-server tonic-server stream-load; do
+	for bin in pajamax-server tonic-server stream-load handler-floor; do
 		[[ -x "$BIN/$bin" ]] || {
 			echo "$bin is not built" >&2
 			exit 1

@@ -503,3 +503,41 @@ async fn a_peer_that_sends_on_after_the_final_goaway_does_not_hold_the_worker() 
     assert!(sent > 1 << 20, "the flood sent {sent} bytes");
     stop(server).await;
 }
+
+/// A peer that sends more after the final GOAWAY than one turn reads, then
+/// closes: the rest is still read, and the connection let go at the end of
+/// the peer's input rather than held for the linger time (1 s) and closed
+/// with the input unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_closes_after_a_burst_past_the_final_goaway_is_let_go_at_once() {
+    let server = server(pajamax::Server::builder());
+    let addr = server.local_addr();
+    let (peer, goaway_heard) = blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        // DATA on stream 0: a connection error.
+        peer.send(&frame_bytes(kind::DATA, 0, 0, b"x"));
+        let heard = peer.expect_goaway();
+        let goaway_heard = std::time::Instant::now();
+        assert_eq!(heard.goaway, Some(Reason::PROTOCOL_ERROR));
+        // Many turns' worth of reads, then the end of the peer's input.
+        peer.send_in_background(vec![0; 1 << 20]).join().unwrap();
+        // Fails if the server has let the connection go already.
+        let _ = peer.socket.shutdown(std::net::Shutdown::Write);
+        (peer, goaway_heard)
+    })
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while server.stats().connections > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let held = goaway_heard.elapsed();
+    assert_eq!(server.stats().connections, 0);
+    // The linger time is 1 s; reading 1 MiB takes a few milliseconds.
+    assert!(
+        held < Duration::from_millis(900),
+        "the lingering connection was held {held:?} after the GOAWAY"
+    );
+    drop(peer);
+    good_client_is_served(&server).await;
+    stop(server).await;
+}

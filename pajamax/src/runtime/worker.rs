@@ -781,7 +781,7 @@ fn serve(
     let mut reads = 0;
     while !conn.read_paused && reads < READS_PER_TURN {
         if conn.lingering_since.is_some() {
-            return linger(conn);
+            return linger(conn, again, slot);
         }
         if conn.grpc.is_closed() && !tls_handshaking(conn) {
             // A TLS connection closed before its handshake ended (one past
@@ -850,7 +850,7 @@ fn serve(
                     #[cfg(feature = "tls")]
                     io::ErrorKind::ConnectionAborted if conn.tls.is_some() => {
                         conn.lingering_since = Some(Instant::now());
-                        return linger(conn);
+                        return linger(conn, again, slot);
                     }
                     _ => return Outcome::Closed,
                 }
@@ -902,7 +902,7 @@ fn serve(
         }
         let _ = conn.socket.shutdown(Shutdown::Write);
         conn.lingering_since = Some(Instant::now());
-        return linger(conn);
+        return linger(conn, again, slot);
     }
     Outcome::Open
 }
@@ -1160,9 +1160,11 @@ fn flush_waiting(conn: &mut Conn) -> io::Result<()> {
 /// After the final GOAWAY: discard input until the peer closes, at most
 /// [`READS_PER_TURN`] reads a turn, so that a peer sending on as fast as
 /// it can does not keep the worker from its other connections. Input left
-/// unread raises no new event if nothing more comes: the sweep lets the
-/// connection go once it has lingered [`LINGER`].
-fn linger(conn: &mut Conn) -> Outcome {
+/// unread raises no new event if nothing more comes (nor does the FIN
+/// behind it): the connection is served again later in the turn, as any
+/// other that used up its reads. The sweep lets it go once it has lingered
+/// [`LINGER`].
+fn linger(conn: &mut Conn, again: &mut SlotList, slot: usize) -> Outcome {
     let mut sink = [0u8; 4096];
     for _ in 0..READS_PER_TURN {
         match conn.socket.read(&mut sink) {
@@ -1173,5 +1175,6 @@ fn linger(conn: &mut Conn) -> Outcome {
             Err(_) => return Outcome::Closed,
         }
     }
+    again.push(slot);
     Outcome::Open
 }

@@ -463,9 +463,8 @@ async fn half_open_streams_with_large_header_lists_from_the_hpack_table_are_boun
 }
 
 /// A peer that goes on sending as fast as it can after the server's final
-/// GOAWAY: what it sends is read and dropped a bounded amount per turn, so
-/// the worker still serves its other connections, and the lingering
-/// connection is let go at the end of the linger time.
+/// GOAWAY: the worker still serves its other connections meanwhile (what
+/// the peer sends is read and dropped a bounded amount per turn).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_that_sends_on_after_the_final_goaway_does_not_hold_the_worker() {
     let server = server(pajamax::Server::builder());

@@ -350,10 +350,12 @@ impl Builder {
     /// when it passes is ended as when the client's deadline passes: with
     /// `DEADLINE_EXCEEDED` (where tonic answers `CANCELLED`), its
     /// responder or `Streaming` on another thread seeing it cancelled; a
-    /// handler running on the worker is not interrupted. Server-streaming
-    /// and bidirectional calls (a health `Watch`, a subscription) keep the
-    /// client's deadline alone, much as with tonic, whose timeout ends
-    /// once the handler has returned its stream. Default: none, as tonic and
+    /// handler running on the worker is not interrupted. A server-streaming
+    /// call is held to it only while its request message is awaited, and
+    /// a bidirectional call not at all: once their handler has its stream
+    /// (a health `Watch`, a subscription), they keep the client's deadline
+    /// alone, as with tonic, whose timeout ends once the handler has
+    /// returned its stream. Default: none, as tonic and
     /// grpc-go. 0, which would end every call at once, makes
     /// [`bind`](Builder::bind) fail with `InvalidInput`.
     ///

@@ -252,7 +252,8 @@ async fn a_cancelled_stream_stops_its_producer() {
 }
 
 /// The server's `call_timeout` caps client-streaming calls, as unary ones;
-/// server-streaming and bidirectional calls run past it.
+/// server-streaming and bidirectional calls run past it (a server stream's
+/// wait for its request is capped: next test).
 #[tokio::test]
 async fn the_server_call_timeout_caps_client_streams_only() {
     let cap = Duration::from_millis(300);
@@ -302,6 +303,54 @@ async fn the_server_call_timeout_caps_client_streams_only() {
     common::assert_status(&status, tonic::Code::DeadlineExceeded, "deadline");
     assert!(started.elapsed() >= cap, "{:?}", started.elapsed());
     drop(send);
+    common::stop(server).await;
+}
+
+/// A server-streaming call is held to the server's `call_timeout` while
+/// its request message is awaited, then runs to the client's own deadline
+/// (none here). The request goes through tonic's streaming client, so that
+/// it can come late; each case twice, the second call repeating the first
+/// one's header block.
+#[tokio::test]
+async fn the_server_call_timeout_caps_a_server_streams_wait_for_its_request() {
+    let cap = Duration::from_millis(300);
+    let (server, _seen) = streams::start(pajamax::Server::builder().workers(1).call_timeout(cap));
+    let channel = common::connect(&server).await;
+    for round in 0..2 {
+        // The request in time: 8 items 100 ms apart, past the cap.
+        let (send, requests) = tokio::sync::mpsc::channel(1);
+        let started = Instant::now();
+        send.send(Ask {
+            count: 8,
+            interval_ms: 100,
+            ..Ask::default()
+        })
+        .await
+        .unwrap();
+        drop(send);
+        let response = bidi(channel.clone(), "Count", requests).await.unwrap();
+        let (items, end, _) = collect(response.into_inner()).await;
+        end.unwrap();
+        assert_eq!(items.len(), 8, "round {round}");
+        assert!(
+            started.elapsed() > cap,
+            "round {round}: {:?}",
+            started.elapsed()
+        );
+
+        // No request before the cap: the call ends there.
+        let (send, requests) = tokio::sync::mpsc::channel::<Ask>(1);
+        let started = Instant::now();
+        let status = tokio::time::timeout(cap * 10, bidi(channel.clone(), "Count", requests))
+            .await
+            .expect("the call was not ended")
+            .unwrap_err();
+        common::assert_status(&status, tonic::Code::DeadlineExceeded, "deadline");
+        let took = started.elapsed();
+        assert!(took >= cap && took < cap * 5, "round {round}: {took:?}");
+        drop(send);
+    }
+    common::echo_works_on(channel, "Count").await;
     common::stop(server).await;
 }
 

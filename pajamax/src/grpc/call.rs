@@ -26,8 +26,13 @@ pub(crate) struct Call {
     /// The head of a request that repeats the header block of an earlier
     /// one, shared with the calls that do; `metadata` is then empty.
     pub shared: Option<Rc<SharedHead>>,
-    /// When the client gives up.
+    /// When the client gives up, or earlier by the server's
+    /// `call_timeout`.
     pub deadline: Option<Instant>,
+    /// The client's own `grpc-timeout`, before `call_timeout` capped it:
+    /// what a server stream runs to once its request is in. Written by
+    /// every path that routes a call (the head's parse, a resumed head).
+    pub asked_timeout: Option<Duration>,
     /// Request bytes not yet consumed.
     pub inbound: MessageBuf,
     /// Request bytes taken in that the client's window was not opened for.
@@ -68,8 +73,11 @@ pub(crate) struct SharedHead {
     /// The codec's id of the block.
     pub block_id: u64,
     pub route: Route,
-    /// From `grpc-timeout`.
+    /// From `grpc-timeout`, capped by the server's `call_timeout` for the
+    /// calls it caps.
     pub timeout: Option<Duration>,
+    /// From `grpc-timeout`, as the client asked.
+    pub asked_timeout: Option<Duration>,
     pub encoding: Encoding,
     pub accept_gzip: bool,
     /// The custom headers.
@@ -152,6 +160,7 @@ impl Call {
     pub(crate) fn resume(&mut self, waiting: Waiting, epoch: Instant) {
         self.route = Some(waiting.head.route);
         self.deadline = waiting.deadline(epoch);
+        self.asked_timeout = waiting.head.asked_timeout;
         self.encoding = waiting.head.encoding;
         self.accept_gzip = waiting.head.accept_gzip;
         self.shared = Some(waiting.head);

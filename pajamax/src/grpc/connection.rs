@@ -83,9 +83,10 @@ pub struct GrpcConfig {
     /// ([`Context::compress_response`](crate::Context::compress_response)).
     /// Default `false`.
     pub send_compressed: bool,
-    /// The longest deadline a unary or client-streaming call gets: a
-    /// request without `grpc-timeout` is given this one, a request with a
-    /// longer one this one instead. Default `None`: only the client's.
+    /// The longest deadline a unary or client-streaming call gets, and a
+    /// server-streaming call until its request message is in: a request
+    /// without `grpc-timeout` is given this one, a request with a longer
+    /// one this one instead. Default `None`: only the client's.
     pub call_timeout: Option<Duration>,
     /// HTTP/2 settings and limits.
     pub h2: H2Config,
@@ -838,19 +839,24 @@ impl GrpcConnection {
             return Err(status);
         }
         let route = route.expect("checked above");
+        let asked_timeout = head.timeout;
         if let Some(longest) = self.call_timeout {
-            // Kept with the head for the requests that repeat its block.
-            if matches!(route.kind, MethodKind::Unary | MethodKind::ClientStreaming) {
+            // Kept with the head for the requests that repeat its block. A
+            // server stream is capped only until its request is in
+            // (`start_server_stream`).
+            if route.kind != MethodKind::BidiStreaming {
                 head.timeout = Some(head.timeout.map_or(longest, |asked| asked.min(longest)));
             }
         }
         call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
+        call.asked_timeout = asked_timeout;
         call.encoding = head.encoding.expect("checked above");
         if block_id != 0 {
             self.repeated.insert(SharedHead {
                 block_id,
                 route,
                 timeout: head.timeout,
+                asked_timeout,
                 encoding: call.encoding,
                 accept_gzip: call.accept_gzip,
                 metadata: call.metadata.clone(),
@@ -1284,6 +1290,11 @@ impl GrpcConnection {
         if self.observing {
             call.started = Some(self.clock.now());
             call.request_bytes = (message.len() + PREFIX_LEN) as u64;
+        }
+        if let Some(longest) = self.call_timeout {
+            // The cap held while the request was awaited; the stream runs
+            // to the client's own deadline, as with tonic's timeout.
+            call.deadline = uncapped_deadline(call.deadline, call.asked_timeout, longest);
         }
         let service = self.router.service(route.service);
         let compressed = call.compressed_request;
@@ -2461,6 +2472,19 @@ fn send_remote(
     true
 }
 
+/// The client's own deadline of a call whose deadline `capped` was
+/// `call_timeout`'s `longest` or the client's `asked` timeout, whichever
+/// was shorter, counted from the same moment.
+fn uncapped_deadline(
+    capped: Option<Instant>,
+    asked: Option<Duration>,
+    longest: Duration,
+) -> Option<Instant> {
+    let asked = asked?;
+    let arrived = capped?.checked_sub(asked.min(longest))?;
+    arrived.checked_add(asked)
+}
+
 fn unimplemented_status(router: &Router, path: &[u8]) -> Status {
     // The path is the peer's: echo at most a short prefix of it, so a long
     // path (cheap to resend through the HPACK table) is not amplified.
@@ -2620,6 +2644,32 @@ mod tests {
     /// then a request, refused, and a connection error: the error's GOAWAY
     /// names the stream the second GOAWAY named, not the refused one
     /// (RFC 9113 section 6.8: the id never grows).
+    #[test]
+    fn a_server_stream_gets_back_the_deadline_its_client_asked_for() {
+        let arrived = Instant::now();
+        let ms = Duration::from_millis;
+        let capped = |asked: Option<Duration>, longest: Duration| {
+            Some(arrived + asked.map_or(longest, |asked| asked.min(longest)))
+        };
+        // Asked for more than the cap: the client's own, from arrival.
+        let own = uncapped_deadline(capped(Some(ms(10_000)), ms(300)), Some(ms(10_000)), ms(300));
+        assert_eq!(own, Some(arrived + ms(10_000)));
+        // Asked for less: as capped.
+        let own = uncapped_deadline(capped(Some(ms(100)), ms(300)), Some(ms(100)), ms(300));
+        assert_eq!(own, Some(arrived + ms(100)));
+        // Asked for nothing: none.
+        assert_eq!(
+            uncapped_deadline(capped(None, ms(300)), None, ms(300)),
+            None
+        );
+        // Asked for more than the clock holds: none, as without a cap.
+        let huge = Some(Duration::MAX);
+        assert_eq!(
+            uncapped_deadline(capped(huge, ms(300)), huge, ms(300)),
+            None
+        );
+    }
+
     #[test]
     fn the_goaway_of_an_error_after_a_drain_names_no_refused_stream() {
         let mut conn = connection();

@@ -111,6 +111,7 @@ mod tests {
                 kind: MethodKind::Unary,
             },
             timeout: None,
+            asked_timeout: None,
             encoding: Encoding::Identity,
             accept_gzip: false,
             metadata: Metadata::default(),

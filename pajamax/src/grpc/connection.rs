@@ -1570,15 +1570,7 @@ impl GrpcConnection {
                 let client_streaming = call
                     .route
                     .is_some_and(|r| r.kind == MethodKind::ClientStreaming);
-                let metadata = call::request_metadata(&call.shared, &call.metadata);
-                let mut ctx = self.env.context(
-                    stream,
-                    metadata,
-                    call.deadline,
-                    &mut call.response,
-                    client_streaming,
-                    false,
-                );
+                let mut ctx = self.env.call_context(stream, call, client_streaming, false);
                 let outcome = executor::on_end(handler, &mut ctx, out);
                 let choice = ctx.compression_choice();
                 let remote = ctx.take_remote();

@@ -2632,10 +2632,6 @@ mod tests {
         GrpcConnection::new(Arc::new(router), &GrpcConfig::default(), None)
     }
 
-    /// A graceful shutdown whose PING goes unanswered (`end_draining`),
-    /// then a request, refused, and a connection error: the error's GOAWAY
-    /// names the stream the second GOAWAY named, not the refused one
-    /// (RFC 9113 section 6.8: the id never grows).
     #[test]
     fn a_server_stream_gets_back_the_deadline_its_client_asked_for() {
         let arrived = Instant::now();
@@ -2662,6 +2658,10 @@ mod tests {
         );
     }
 
+    /// A graceful shutdown whose PING goes unanswered (`end_draining`),
+    /// then a request, refused, and a connection error: the error's GOAWAY
+    /// names the stream the second GOAWAY named, not the refused one
+    /// (RFC 9113 section 6.8: the id never grows).
     #[test]
     fn the_goaway_of_an_error_after_a_drain_names_no_refused_stream() {
         let mut conn = connection();
@@ -3427,6 +3427,181 @@ mod tests {
             "{} bytes kept",
             conn.inflated.capacity()
         );
+    }
+
+    /// `test.H/Hold` (server streaming): notes the deadline its context
+    /// shows, then waits without end. `test.H/Probe` (unary): notes it too.
+    struct Hold;
+
+    thread_local! {
+        static SEEN: std::cell::RefCell<Vec<(u8, Option<Instant>)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    struct Forever;
+
+    impl crate::Producer<Vec<u8>> for Forever {
+        fn next(&mut self, now: Instant) -> crate::Next<Vec<u8>> {
+            crate::Next::Wait(now + Duration::from_secs(3600))
+        }
+    }
+
+    impl Service for Hold {
+        fn name(&self) -> &'static str {
+            "test.H"
+        }
+
+        fn methods(&self) -> &'static [Method] {
+            const METHODS: [Method; 2] = [
+                Method {
+                    name: "Hold",
+                    kind: MethodKind::ServerStreaming,
+                },
+                Method::unary("Probe"),
+            ];
+            &METHODS
+        }
+
+        fn unary(
+            &self,
+            _: usize,
+            ctx: &mut Context<'_>,
+            request: &[u8],
+            reply: &mut crate::Reply<'_>,
+        ) -> Result<(), Status> {
+            let bytes: Vec<u8> = crate::decode_request(request)?;
+            SEEN.with(|seen| seen.borrow_mut().push((bytes[0], ctx.deadline())));
+            reply.encode(&bytes);
+            Ok(())
+        }
+
+        fn server_streaming(
+            &self,
+            _: usize,
+            ctx: &mut Context<'_>,
+            request: &[u8],
+        ) -> Result<RawServerStream, Status> {
+            let bytes: Vec<u8> = crate::decode_request(request)?;
+            SEEN.with(|seen| seen.borrow_mut().push((bytes[0], ctx.deadline())));
+            Ok(ServerStream::from_producer(Forever).into_raw())
+        }
+    }
+
+    fn capped_connection(cap: Duration) -> GrpcConnection {
+        let mut router = Router::new();
+        router.add(Arc::new(Hold));
+        let config = GrpcConfig {
+            call_timeout: Some(cap),
+            ..GrpcConfig::default()
+        };
+        GrpcConnection::new(Arc::new(router), &config, None)
+    }
+
+    /// The request message of a `Hold` or `Probe` on `stream`: its number.
+    fn numbered(stream: u32) -> Vec<u8> {
+        pajamax_test_peer::grpc::message(&prost::Message::encode_to_vec(&vec![stream as u8]))
+    }
+
+    /// Every way a server stream's request reaches it under `call_timeout`
+    /// (a new head or a repeated one, its body in the same read or a later
+    /// one, whole or in pieces, compressed): the handler sees the client's
+    /// own deadline, the stream outlives the cap and ends at that deadline.
+    #[test]
+    fn a_server_stream_runs_to_its_clients_deadline_on_every_path() {
+        let cap = Duration::from_millis(100);
+        let asked = Duration::from_secs(10);
+        let mut conn = capped_connection(cap);
+        let mut client = Client::new();
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(50);
+        let timeout = [("grpc-timeout", "10S")];
+        let mut input = Client::handshake(&[]);
+        // Streams 1 to 11 share one head; the first ones read it anew,
+        // the later ones repeat it.
+        for stream in [1, 3, 5, 7, 9, 11] {
+            let block = client.request_block("/test.H/Hold", &timeout);
+            Frame::headers(stream, &block, false).write(&mut input);
+        }
+        Frame::data(1, &numbered(1), true).write(&mut input);
+        Frame::data(9, &numbered(9), true).write(&mut input);
+        Frame::data(11, &numbered(11)[..3], false).write(&mut input);
+        conn.recv(&input, t0);
+        let mut input = Vec::new();
+        for stream in [3, 5, 7] {
+            Frame::data(stream, &numbered(stream), true).write(&mut input);
+        }
+        Frame::data(11, &numbered(11)[3..], true).write(&mut input);
+        // A compressed request, its head at t1.
+        let gzip = [("grpc-timeout", "10S"), ("grpc-encoding", "gzip")];
+        client
+            .request_headers(13, "/test.H/Hold", &gzip, false)
+            .write(&mut input);
+        Frame::data(
+            13,
+            &gzipped(&prost::Message::encode_to_vec(&vec![13u8])),
+            true,
+        )
+        .write(&mut input);
+        // Without a deadline of its own, and with one shorter than the cap.
+        client
+            .request_headers(15, "/test.H/Hold", &[], false)
+            .write(&mut input);
+        Frame::data(15, &numbered(15), true).write(&mut input);
+        client
+            .request_headers(17, "/test.H/Hold", &[("grpc-timeout", "80m")], false)
+            .write(&mut input);
+        Frame::data(17, &numbered(17), true).write(&mut input);
+        // A unary call keeps the cap.
+        client
+            .request_headers(19, "/test.H/Probe", &timeout, false)
+            .write(&mut input);
+        Frame::data(19, &numbered(19), true).write(&mut input);
+        conn.recv(&input, t1);
+        conn.produce(t1);
+
+        let mut seen = SEEN.with(|seen| std::mem::take(&mut *seen.borrow_mut()));
+        seen.sort();
+        let expected = vec![
+            (1, Some(t0 + asked)),
+            (3, Some(t0 + asked)),
+            (5, Some(t0 + asked)),
+            (7, Some(t0 + asked)),
+            (9, Some(t0 + asked)),
+            (11, Some(t0 + asked)),
+            (13, Some(t1 + asked)),
+            (15, None),
+            (17, Some(t1 + Duration::from_millis(80))),
+            (19, Some(t1 + cap)),
+        ];
+        assert_eq!(seen, expected);
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        assert_eq!(heard.status(19), Some("0"));
+
+        // Past the cap: the streams go on; the one that asked for less ends.
+        conn.handle_timeout(t0 + cap * 2);
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        assert_eq!(heard.status(17), Some("4"));
+        for stream in [1, 3, 5, 7, 9, 11, 13, 15] {
+            assert_eq!(
+                heard.status(stream),
+                None,
+                "stream {stream} ended at the cap"
+            );
+        }
+        assert_eq!(conn.open_calls(), 8);
+        // At the client's deadline they end, but the one without any.
+        let due = conn.poll_timeout().expect("the clients' deadlines armed");
+        assert!(due <= t0 + asked, "{:?}", due - t0);
+        conn.handle_timeout(t1 + asked);
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        for stream in [1, 3, 5, 7, 9, 11, 13] {
+            assert_eq!(heard.status(stream), Some("4"), "stream {stream}");
+        }
+        assert_eq!(heard.status(15), None);
+        assert_eq!(conn.open_calls(), 1);
     }
 
     #[test]

@@ -274,7 +274,9 @@ impl<'a> Context<'a> {
         self.request_metadata
     }
 
-    /// When the client gives up, from its `grpc-timeout`.
+    /// When the call ends `DEADLINE_EXCEEDED`: the client's `grpc-timeout`,
+    /// or the server's [`call_timeout`](crate::Builder::call_timeout) when
+    /// that is sooner (a unary or client-streaming call).
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
     }

@@ -778,7 +778,7 @@ impl Responder {
             .is_some_and(|s| s.cancelled().is_some())
     }
 
-    /// The call's deadline, from the client's `grpc-timeout`.
+    /// The call's deadline, as [`Context::deadline`](crate::Context::deadline).
     pub fn deadline(&self) -> Option<Instant> {
         self.shared.as_ref().and_then(|s| s.deadline)
     }
@@ -905,7 +905,7 @@ impl<M: prost::Message> Sink<M> {
             .is_some_and(|s| s.cancelled().is_some())
     }
 
-    /// The call's deadline, from the client's `grpc-timeout`.
+    /// The call's deadline, as [`Context::deadline`](crate::Context::deadline).
     pub fn deadline(&self) -> Option<Instant> {
         self.shared.as_ref().and_then(|s| s.deadline)
     }
@@ -1082,7 +1082,7 @@ impl<M> Streaming<M> {
             .is_some_and(|s| s.cancelled().is_some())
     }
 
-    /// The call's deadline, from the client's `grpc-timeout`.
+    /// The call's deadline, as [`Context::deadline`](crate::Context::deadline).
     pub fn deadline(&self) -> Option<Instant> {
         self.shared.as_ref().and_then(|s| s.deadline)
     }

@@ -148,14 +148,16 @@ impl Sweep {
     }
 }
 
-/// Small limits, so that a short input reaches them. Limits added later
-/// keep their defaults.
+/// Small limits, so that a short input reaches them, and a `call_timeout`
+/// that a few of the time steps pass. Limits added later keep their
+/// defaults.
 #[allow(clippy::needless_update)]
 fn tight_config() -> GrpcConfig {
     let defaults = GrpcConfig::default();
     GrpcConfig {
         max_recv_message_size: 64,
         max_buffered_request_bytes: 256,
+        call_timeout: Some(Duration::from_millis(25)),
         h2: Config {
             max_concurrent_streams: 4,
             initial_stream_window: 256,

@@ -354,7 +354,7 @@ impl Builder {
     /// call is held to it only while its request message is awaited, and
     /// a bidirectional call not at all: once their handler has its stream
     /// (a health `Watch`, a subscription), they keep the client's deadline
-    /// alone, as with tonic, whose timeout ends once the handler has
+    /// alone, much as with tonic, whose timeout ends once the handler has
     /// returned its stream. Default: none, as tonic and
     /// grpc-go. 0, which would end every call at once, makes
     /// [`bind`](Builder::bind) fail with `InvalidInput`.

@@ -1293,7 +1293,7 @@ impl GrpcConnection {
         }
         if let Some(longest) = self.call_timeout {
             // The cap held while the request was awaited; the stream runs
-            // to the client's own deadline, as with tonic's timeout.
+            // to the client's own deadline, much as with tonic's timeout.
             call.deadline = uncapped_deadline(call.deadline, call.asked_timeout, longest);
         }
         let service = self.router.service(route.service);

@@ -1178,3 +1178,91 @@ fn linger(conn: &mut Conn, again: &mut SlotList, slot: usize) -> Outcome {
     again.push(slot);
     Outcome::Open
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::grpc::connection::GrpcConfig;
+
+    /// A connection past its final GOAWAY, on `socket`.
+    fn lingering(socket: Socket) -> Conn {
+        let now = Instant::now();
+        Conn {
+            socket,
+            #[cfg(feature = "tls")]
+            tls: None,
+            grpc: GrpcConnection::new(Arc::new(Router::new()), &GrpcConfig::default(), None),
+            input: Vec::new(),
+            last_read: now,
+            read_since_sweep: false,
+            last_call: now,
+            last_stream: 0,
+            idle_goaway: false,
+            draining_since: None,
+            ping_sent: None,
+            retire_at: None,
+            retired_since: None,
+            opened: now,
+            read_paused: false,
+            read_closed: false,
+            read_ended: false,
+            error_counted: false,
+            lingering_since: Some(now),
+            forced: false,
+            timer: None,
+            reads: 0,
+            writes: 0,
+        }
+    }
+
+    /// What `socket` holds now, read to its end or until it would block;
+    /// `None` at the end of the peer's input.
+    fn unread(socket: &mut Socket) -> Option<usize> {
+        let mut sink = [0u8; 4096];
+        let mut total = 0;
+        loop {
+            match socket.read(&mut sink) {
+                Ok(0) => return None,
+                Ok(n) => total += n,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Some(total),
+                Err(err) => panic!("{err}"),
+            }
+        }
+    }
+
+    /// A peer whose input outlasts a turn's reads: each turn reads at most
+    /// `READS_PER_TURN` reads' worth and lists the connection again (its
+    /// edge-triggered readiness says nothing more of what is left); a later
+    /// turn finds the end behind the rest.
+    #[test]
+    fn a_lingering_connection_reads_a_bounded_amount_a_turn() {
+        let (ours, mut theirs) = mio::net::UnixStream::pair().unwrap();
+        let mut conn = lingering(Socket::Unix(ours));
+        let burst = vec![0u8; 3 * READS_PER_TURN * 4096];
+        let mut sent = 0;
+        while sent < burst.len() {
+            match theirs.write(&burst[sent..]) {
+                Ok(n) => sent += n,
+                Err(err) => panic!("the socket took {sent} bytes: {err}"),
+            }
+        }
+        let slot = 3;
+        let mut again = SlotList::default();
+        assert!(matches!(linger(&mut conn, &mut again, slot), Outcome::Open));
+        let mut from = 0;
+        assert_eq!(again.pop_front(&mut from), Some(slot), "not served again");
+        // Each turn read no more than its share.
+        assert!(matches!(linger(&mut conn, &mut again, slot), Outcome::Open));
+        let left = unread(&mut conn.socket).expect("the peer is still there");
+        assert_eq!(left, burst.len() - 2 * READS_PER_TURN * 4096);
+
+        // Less than a turn's worth, then the end: found in that turn.
+        theirs.write_all(&[0; 4096]).unwrap();
+        drop(theirs);
+        let mut again = SlotList::default();
+        assert!(matches!(
+            linger(&mut conn, &mut again, slot),
+            Outcome::Closed
+        ));
+    }
+}

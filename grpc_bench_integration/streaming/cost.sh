@@ -37,8 +37,8 @@
 #   then a run of N under `strace -c -f` for the system calls.
 # - with Echo cells, the handlers' own work: `handler-floor` on CPU 0,
 #   decoding and encoding STREAM_WINDOW items of STREAM_SIZE at a time
-#   with nothing else (no I/O, no HTTP/2, no call state). No server can
-#   spend less per echoed item.
+#   with nothing else (no I/O, no HTTP/2, no call state). Neither server
+#   can spend less per echoed item.
 #
 # The figures are exact for the instructions (they repeat to a few per
 # message); the native ones move with the machine's load. Results go to

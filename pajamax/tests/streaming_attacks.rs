@@ -361,8 +361,9 @@ fn gzip_bombs_queued_for_threads_that_do_not_read_are_bounded_per_connection() {
     Frame::data(summed, &bomb(42), true).write(&mut bytes);
     assert!(bytes.len() < 1 << 20, "{} bytes sent", bytes.len());
     peer.send(&bytes);
-    // Until the worker has queued a first message (a loaded machine may
-    // take a while to get to it), then long enough to take in the rest.
+    // Until the worker has queued two messages (one inflated bomb, framed,
+    // is just under 4 MiB; a loaded machine may take a while to get to
+    // them), then long enough to take in the rest.
     let waited = std::time::Instant::now();
     while server.stats().peak_queued_request_bytes < 4 << 20
         && waited.elapsed() < Duration::from_secs(10)

@@ -89,6 +89,35 @@ fn echo_from_slices(framed: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// A message's `len` bytes at the start of a shared buffer, as tonic's
+/// `DecodeBuf` shows them to prost: `copy_to_bytes` shares the buffer.
+struct Window<'a> {
+    buf: &'a mut Bytes,
+    len: usize,
+}
+
+impl Buf for Window<'_> {
+    fn remaining(&self) -> usize {
+        self.len
+    }
+
+    fn chunk(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    fn advance(&mut self, cnt: usize) {
+        assert!(cnt <= self.len);
+        self.buf.advance(cnt);
+        self.len -= cnt;
+    }
+
+    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
+        assert!(len <= self.len);
+        self.len -= len;
+        self.buf.copy_to_bytes(len)
+    }
+}
+
 /// Echoes a batch, decoding from shared `Bytes`.
 fn echo_from_bytes(framed: &Bytes, out: &mut Vec<u8>) {
     let mut rest = framed.clone();
@@ -96,7 +125,11 @@ fn echo_from_bytes(framed: &Bytes, out: &mut Vec<u8>) {
         let len = message_len(&rest);
         rest.advance(5);
         let mut item = Item::default();
-        item.merge(rest.split_to(len)).expect("a valid item");
+        let window = Window {
+            buf: &mut rest,
+            len,
+        };
+        item.merge(window).expect("a valid item");
         encode_framed(&item, out);
     }
 }

@@ -119,6 +119,44 @@ struct Conn {
     writes: u64,
 }
 
+impl Conn {
+    /// A connection opened `now`, served by `grpc`, with nothing read or
+    /// sent yet and no age limit.
+    fn new(
+        socket: Socket,
+        #[cfg(feature = "tls")] tls: Option<Box<TlsSession>>,
+        grpc: GrpcConnection,
+        now: Instant,
+    ) -> Conn {
+        Conn {
+            socket,
+            #[cfg(feature = "tls")]
+            tls,
+            grpc,
+            input: Vec::new(),
+            last_read: now,
+            read_since_sweep: false,
+            last_call: now,
+            last_stream: 0,
+            idle_goaway: false,
+            draining_since: None,
+            ping_sent: None,
+            retire_at: None,
+            retired_since: None,
+            opened: now,
+            read_paused: false,
+            read_closed: false,
+            read_ended: false,
+            error_counted: false,
+            lingering_since: None,
+            forced: false,
+            timer: None,
+            reads: 0,
+            writes: 0,
+        }
+    }
+}
+
 /// The most any connection of a worker has had, as far as the worker has
 /// published it: unwritten output, answer bytes held for the client's
 /// windows, request bytes held for calls, open streams.
@@ -450,36 +488,20 @@ impl Worker {
             // already carries are answered.
             grpc.go_away();
         }
-        self.conns[slot] = Some(Conn {
+        let mut conn = Conn::new(
             socket,
             #[cfg(feature = "tls")]
             tls,
             grpc,
-            input: Vec::new(),
-            last_read: now,
-            read_since_sweep: false,
-            last_call: now,
-            last_stream: 0,
-            idle_goaway: false,
-            draining_since: None,
-            ping_sent: None,
-            // An age too large to be a point in time: for good.
-            retire_at: self
-                .config
-                .max_connection_age
-                .and_then(|age| now.checked_add(jittered(age))),
-            retired_since: None,
-            opened: now,
-            read_paused: false,
-            read_closed: false,
-            read_ended: false,
-            error_counted: new.reject,
-            lingering_since: None,
-            forced: false,
-            timer: None,
-            reads: 0,
-            writes: 0,
-        });
+            now,
+        );
+        // An age too large to be a point in time: for good.
+        conn.retire_at = self
+            .config
+            .max_connection_age
+            .and_then(|age| now.checked_add(jittered(age)));
+        conn.error_counted = new.reject;
+        self.conns[slot] = Some(conn);
         self.again.push(slot);
         Ok(())
     }
@@ -1187,32 +1209,16 @@ mod tests {
     /// A connection past its final GOAWAY, on `socket`.
     fn lingering(socket: Socket) -> Conn {
         let now = Instant::now();
-        Conn {
+        let grpc = GrpcConnection::new(Arc::new(Router::new()), &GrpcConfig::default(), None);
+        let mut conn = Conn::new(
             socket,
             #[cfg(feature = "tls")]
-            tls: None,
-            grpc: GrpcConnection::new(Arc::new(Router::new()), &GrpcConfig::default(), None),
-            input: Vec::new(),
-            last_read: now,
-            read_since_sweep: false,
-            last_call: now,
-            last_stream: 0,
-            idle_goaway: false,
-            draining_since: None,
-            ping_sent: None,
-            retire_at: None,
-            retired_since: None,
-            opened: now,
-            read_paused: false,
-            read_closed: false,
-            read_ended: false,
-            error_counted: false,
-            lingering_since: Some(now),
-            forced: false,
-            timer: None,
-            reads: 0,
-            writes: 0,
-        }
+            None,
+            grpc,
+            now,
+        );
+        conn.lingering_since = Some(now);
+        conn
     }
 
     /// What `socket` holds now, read to its end or until it would block;

@@ -48,17 +48,10 @@ pub(crate) fn merge<M: prost::Message>(message: &mut M, bytes: &[u8]) -> Result<
     message.merge(MessageBytes(bytes)).map_err(Status::from)
 }
 
-/// Decodes `bytes` as a new `M`, as [`merge`].
-#[inline]
-pub(crate) fn decode<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, Status> {
-    let mut message = M::default();
-    merge(&mut message, bytes)?;
-    Ok(message)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grpc::service::decode_request as decode;
     use crate::grpc::status::Code;
     use prost::Message;
 

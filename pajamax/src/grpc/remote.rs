@@ -9,9 +9,9 @@
 //! a queue of bounded size; the worker stops taking the client's bytes in
 //! while it is full, so the client's flow-control window closes.
 
-use crate::grpc::decode;
 use crate::grpc::framing;
 use crate::grpc::metadata::Metadata;
+use crate::grpc::service::decode_request;
 use crate::grpc::status::Status;
 use std::collections::VecDeque;
 use std::fmt;
@@ -1109,7 +1109,7 @@ impl<M: prost::Message + Default> Iterator for Streaming<M> {
             return None;
         };
         let item = match shared.take_incoming() {
-            Ok(Some(bytes)) => decode::decode(&bytes[framing::PREFIX_LEN..]),
+            Ok(Some(bytes)) => decode_request(&bytes[framing::PREFIX_LEN..]),
             Ok(None) => {
                 self.done = true;
                 return None;

@@ -12,7 +12,8 @@
 #     custom_metadata, status_code_and_message, special_status_message,
 #     unimplemented_method, unimplemented_service;
 #   - the four compression cases, with the compressed flag of every message
-#     read from the HTTP/2 frames by a proxy inside the client;
+#     read from the HTTP/2 frames by a proxy inside the client, and
+#     deflate_both_ways (requests and an answer compressed with deflate);
 #   - concurrent_streams (100 FullDuplexCall ping-pongs and 100 large unary
 #     calls at once on one channel) and slow_reader_server_streaming (4 MiB
 #     of answers read slowly, a unary call beside them).

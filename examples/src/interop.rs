@@ -85,7 +85,8 @@ impl TestService for InteropService {
     ) -> Result<ServerStream<StreamingOutputCallResponse>, Status> {
         echo_metadata(ctx)?;
         // The answers are compressed if one of them asks to be (and the
-        // client accepts gzip); those that ask not to be go uncompressed.
+        // client accepts gzip or deflate); those that ask not to be go
+        // uncompressed.
         let asked: Vec<bool> = request
             .response_parameters
             .iter()

@@ -76,7 +76,7 @@ impl Server {
 ///         .max_concurrent_streams(1000) // per connection; default 4096
 ///         .max_recv_message_size(16 << 20) // default 4 MiB
 ///         .idle_timeout(Duration::from_secs(300)) // default: never
-///         .send_compressed(true) // gzip, for the clients that accept it
+///         .send_compressed(true) // gzip or deflate, for the clients that accept it
 ///         .shutdown_grace(Duration::from_secs(20)) // default 30 s
 ///         .add_service(MyService)
 ///         .serve_until_signal("0.0.0.0:50051")
@@ -368,10 +368,13 @@ impl Builder {
         self
     }
 
-    /// Compresses answers with gzip for the clients that accept it
-    /// (`grpc-accept-encoding`); a handler decides otherwise for its call
-    /// with [`Context::compress_response`](crate::Context::compress_response).
-    /// Default: `false`. Compressed requests are taken either way.
+    /// Compresses answers for the clients that accept gzip or deflate
+    /// (`grpc-accept-encoding`): with the request's own compression if the
+    /// client accepts it, else gzip, else deflate. A handler decides
+    /// otherwise for its call with
+    /// [`Context::compress_response`](crate::Context::compress_response).
+    /// Default: `false`. Requests compressed with gzip or deflate are taken
+    /// either way.
     pub fn send_compressed(mut self, compress: bool) -> Builder {
         self.config.grpc.send_compressed = compress;
         self

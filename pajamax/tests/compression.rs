@@ -1,12 +1,13 @@
-//! Message compression: tonic's client sending and accepting gzip on every
-//! kind of call, and the raw requests no real client sends (a gzip bomb,
-//! an unknown encoding, a compressed flag without an encoding).
+//! Message compression: tonic's client sending and accepting gzip or
+//! deflate on every kind of call, which compression answers take, and the
+//! raw requests no real client sends (gzip and deflate bombs, an unknown
+//! encoding, a compressed flag without an encoding).
 
 mod common;
 
 use common::streams::{self, bidi, client_stream, collect, server_stream, Ask, Item};
-use flate2::read::GzDecoder;
-use flate2::write::GzEncoder;
+use flate2::read::{GzDecoder, ZlibDecoder};
+use flate2::write::{GzEncoder, ZlibEncoder};
 use pajamax::{
     BidiHandler, BidiStream, Context, Method, MethodKind, Next, Producer, RawInbound,
     RawServerStream, Reply, Responses, ServerStream, Service, Status,
@@ -179,12 +180,22 @@ async fn connect(server: &pajamax::ServerHandle) -> Channel {
         .unwrap()
 }
 
-async fn look(channel: Channel, method: &str, blob: Vec<u8>, gzip: bool) -> Look {
+/// The compressions tonic's client sends and accepts in these tests.
+const ENCODINGS: [CompressionEncoding; 2] =
+    [CompressionEncoding::Gzip, CompressionEncoding::Deflate];
+
+/// Calls `test.Zip/{method}` with tonic's client, sending and accepting
+/// `encoding` alone (tonic fails a call whose answer comes compressed
+/// otherwise).
+async fn look(
+    channel: Channel,
+    method: &str,
+    blob: Vec<u8>,
+    encoding: Option<CompressionEncoding>,
+) -> Look {
     let mut client = tonic::client::Grpc::new(channel);
-    if gzip {
-        client = client
-            .send_compressed(CompressionEncoding::Gzip)
-            .accept_compressed(CompressionEncoding::Gzip);
+    if let Some(encoding) = encoding {
+        client = client.send_compressed(encoding).accept_compressed(encoding);
     }
     client.ready().await.unwrap();
     let path = PathAndQuery::try_from(format!("/test.Zip/{method}")).unwrap();
@@ -217,20 +228,23 @@ async fn compressed_unary_calls_both_ways() {
     let server = start(true);
     let channel = connect(&server).await;
     let blob: Vec<u8> = b"compress me ".repeat(1000);
-    let seen = look(channel.clone(), "Look", blob.clone(), true).await;
-    assert!(seen.request_compressed);
-    assert_eq!(seen.blob, blob);
-    // A client that does not ask for gzip gets none, and sends none.
-    let seen = look(channel.clone(), "Look", blob.clone(), false).await;
+    for encoding in ENCODINGS {
+        let seen = look(channel.clone(), "Look", blob.clone(), Some(encoding)).await;
+        assert!(seen.request_compressed, "{encoding}");
+        assert_eq!(seen.blob, blob);
+        // The handler may turn compression off for its answer.
+        let seen = look(channel.clone(), "Plain", blob.clone(), Some(encoding)).await;
+        assert!(seen.request_compressed);
+        assert_eq!(seen.blob, blob);
+        // A request too small to compress is still flagged compressed by
+        // tonic.
+        let seen = look(channel.clone(), "Look", Vec::new(), Some(encoding)).await;
+        assert!(seen.request_compressed);
+    }
+    // A client that does not ask for compression gets none, and sends none.
+    let seen = look(channel, "Look", blob.clone(), None).await;
     assert!(!seen.request_compressed);
     assert_eq!(seen.blob, blob);
-    // The handler may turn compression off for its answer.
-    let seen = look(channel.clone(), "Plain", blob.clone(), true).await;
-    assert!(seen.request_compressed);
-    assert_eq!(seen.blob, blob);
-    // A request too small to compress is still flagged compressed by tonic.
-    let seen = look(channel, "Look", Vec::new(), true).await;
-    assert!(seen.request_compressed);
     common::stop(server).await;
 }
 
@@ -248,17 +262,19 @@ async fn compressed_requests_are_taken_whole_without_a_message_limit() {
         .unwrap();
     let channel = connect(&server).await;
     let blob: Vec<u8> = b"no limit ".repeat(1000);
-    let seen = look(channel, "Look", blob.clone(), true).await;
-    assert!(seen.request_compressed);
-    assert_eq!(seen.blob, blob);
+    for encoding in ENCODINGS {
+        let seen = look(channel.clone(), "Look", blob.clone(), Some(encoding)).await;
+        assert!(seen.request_compressed);
+        assert_eq!(seen.blob, blob);
+    }
     common::stop(server).await;
 }
 
-/// A tonic client for `test.Streams` that sends and accepts gzip.
-fn streams_client(channel: Channel) -> tonic::client::Grpc<Channel> {
+/// A tonic client for `test.Streams` that sends and accepts `encoding`.
+fn streams_client(channel: Channel, encoding: CompressionEncoding) -> tonic::client::Grpc<Channel> {
     tonic::client::Grpc::new(channel)
-        .send_compressed(CompressionEncoding::Gzip)
-        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(encoding)
+        .accept_compressed(encoding)
 }
 
 fn path(method: &str) -> PathAndQuery {
@@ -273,50 +289,8 @@ fn codec() -> tonic_prost::ProstCodec<Ask, Item> {
 async fn compressed_streams_on_the_worker_and_on_threads() {
     let server = start(true);
     let channel = connect(&server).await;
-    for method in ["Count", "CountThread"] {
-        let mut client = streams_client(channel.clone());
-        client.ready().await.unwrap();
-        let ask = Ask {
-            count: 20,
-            size: 3000,
-            ..Default::default()
-        };
-        let stream = client
-            .server_streaming(tonic::Request::new(ask), path(method), codec())
-            .await
-            .unwrap()
-            .into_inner();
-        let (items, end, _) = collect(stream).await;
-        end.unwrap();
-        let values: Vec<u64> = items.iter().map(|item| item.value).collect();
-        assert_eq!(values, (1..=20).collect::<Vec<_>>(), "{method}");
-        assert!(items.iter().all(|item| item.blob.len() == 3000));
-    }
-    for method in ["Sum", "SumThread"] {
-        let mut client = streams_client(channel.clone());
-        client.ready().await.unwrap();
-        let request = tonic::Request::new(tokio_stream::iter(asks(&[1, 2, 3, 4], 5000)));
-        let sum = client
-            .client_streaming(request, path(method), codec())
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(sum.value, 10, "{method}");
-    }
-    for method in ["Echo", "EchoThread"] {
-        let mut client = streams_client(channel.clone());
-        client.ready().await.unwrap();
-        let request = tonic::Request::new(tokio_stream::iter(asks(&[5, 6, 7], 2000)));
-        let stream = client
-            .streaming(request, path(method), codec())
-            .await
-            .unwrap()
-            .into_inner();
-        let (items, end, _) = collect(stream).await;
-        end.unwrap();
-        let values: Vec<u64> = items.iter().map(|item| item.value).collect();
-        assert_eq!(values, [5, 6, 7], "{method}");
-        assert!(items.iter().all(|item| item.blob.len() == 2000));
+    for encoding in ENCODINGS {
+        compressed_streams(&channel, encoding).await;
     }
     // The helpers' clients, without compression, are served as before.
     let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -356,12 +330,81 @@ async fn compressed_streams_on_the_worker_and_on_threads() {
     common::stop(server).await;
 }
 
+/// Every kind of call to `test.Streams`, on the worker and on threads, with
+/// tonic's client sending and accepting `encoding`.
+async fn compressed_streams(channel: &Channel, encoding: CompressionEncoding) {
+    for method in ["Count", "CountThread"] {
+        let mut client = streams_client(channel.clone(), encoding);
+        client.ready().await.unwrap();
+        let ask = Ask {
+            count: 20,
+            size: 3000,
+            ..Default::default()
+        };
+        let stream = client
+            .server_streaming(tonic::Request::new(ask), path(method), codec())
+            .await
+            .unwrap()
+            .into_inner();
+        let (items, end, _) = collect(stream).await;
+        end.unwrap();
+        let values: Vec<u64> = items.iter().map(|item| item.value).collect();
+        assert_eq!(values, (1..=20).collect::<Vec<_>>(), "{method} {encoding}");
+        assert!(items.iter().all(|item| item.blob.len() == 3000));
+    }
+    for method in ["Sum", "SumThread"] {
+        let mut client = streams_client(channel.clone(), encoding);
+        client.ready().await.unwrap();
+        let request = tonic::Request::new(tokio_stream::iter(asks(&[1, 2, 3, 4], 5000)));
+        let sum = client
+            .client_streaming(request, path(method), codec())
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(sum.value, 10, "{method} {encoding}");
+    }
+    for method in ["Echo", "EchoThread"] {
+        let mut client = streams_client(channel.clone(), encoding);
+        client.ready().await.unwrap();
+        let request = tonic::Request::new(tokio_stream::iter(asks(&[5, 6, 7], 2000)));
+        let stream = client
+            .streaming(request, path(method), codec())
+            .await
+            .unwrap()
+            .into_inner();
+        let (items, end, _) = collect(stream).await;
+        end.unwrap();
+        let values: Vec<u64> = items.iter().map(|item| item.value).collect();
+        assert_eq!(values, [5, 6, 7], "{method} {encoding}");
+        assert!(items.iter().all(|item| item.blob.len() == 2000));
+    }
+}
+
 // ----- on the wire -----
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::best());
     encoder.write_all(bytes).unwrap();
     encoder.finish().unwrap()
+}
+
+/// `bytes` in the zlib format, as gRPC's `deflate`.
+fn zlib(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+/// `payload` inflated as `encoding` (`gzip` or `deflate`) says.
+fn inflate(encoding: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut inflated = Vec::new();
+    match encoding {
+        b"gzip" => GzDecoder::new(payload).read_to_end(&mut inflated),
+        b"deflate" => ZlibDecoder::new(payload).read_to_end(&mut inflated),
+        other => panic!("{}", String::from_utf8_lossy(other)),
+    }
+    .unwrap();
+    inflated
 }
 
 /// `payload` framed as one message flagged compressed.
@@ -481,6 +524,50 @@ fn answers_say_gzip_and_carry_gzip() {
     server.shutdown();
 }
 
+/// A compressed answer takes the request's compression if the client
+/// accepts it, else gzip, else deflate.
+#[test]
+fn answers_take_the_requests_compression_else_gzip_else_deflate() {
+    let server = start(true);
+    let request = Look {
+        request_compressed: false,
+        blob: vec![b'z'; 3000],
+    };
+    let encoded = request.encode_to_vec();
+    let plain = pajamax_test_peer::grpc::message(&encoded);
+    for (sent, accepted, answered) in [
+        ("deflate", "gzip,deflate", "deflate"),
+        ("gzip", "deflate, gzip", "gzip"),
+        ("identity", "deflate,gzip", "gzip"),
+        ("identity", "deflate", "deflate"),
+        ("gzip", "identity,deflate", "deflate"),
+        ("deflate", "gzip", "gzip"),
+    ] {
+        let body = match sent {
+            "gzip" => compressed_message(&gzip(&encoded)),
+            "deflate" => compressed_message(&zlib(&encoded)),
+            _ => plain.clone(),
+        };
+        let extra = [("grpc-encoding", sent), ("grpc-accept-encoding", accepted)];
+        let wire = raw_call(server.local_addr(), "Look", &extra, &body);
+        let case = format!("{sent} accepting {accepted}");
+        assert_eq!(wire.heard.status(1), Some("0"), "{case}");
+        assert_eq!(
+            wire.heard.blocks[0].get("grpc-encoding"),
+            Some(answered.as_bytes()),
+            "{case}"
+        );
+        assert_eq!(wire.messages.len(), 1);
+        let (flag, payload) = &wire.messages[0];
+        assert_eq!(*flag, 1, "{case}");
+        assert!(payload.len() < 200, "{case}: 3000 bytes of one letter");
+        let answer = Look::decode(&inflate(answered.as_bytes(), payload)[..]).unwrap();
+        assert_eq!(answer.request_compressed, sent != "identity", "{case}");
+        assert_eq!(answer.blob, request.blob, "{case}");
+    }
+    server.shutdown();
+}
+
 #[test]
 fn a_handler_that_turns_compression_off_answers_uncompressed() {
     // The server compresses by default and the client sends and accepts
@@ -590,24 +677,46 @@ fn bad_compression_gets_a_clear_status() {
     assert!(body.len() < 64 << 10);
     let heard = raw_call(addr, "Look", &[("grpc-encoding", "gzip")], &body).heard;
     assert_eq!(heard.status(1), Some("8"), "RESOURCE_EXHAUSTED");
+    let body = compressed_message(&zlib(&bomb.encode_to_vec()));
+    assert!(body.len() < 64 << 10);
+    let heard = raw_call(addr, "Look", &[("grpc-encoding", "deflate")], &body).heard;
+    assert_eq!(heard.status(1), Some("8"), "RESOURCE_EXHAUSTED");
 
     // An encoding not served: UNIMPLEMENTED, naming what is.
     let plain = pajamax_test_peer::grpc::message(&Look::default().encode_to_vec());
     let heard = raw_call(addr, "Look", &[("grpc-encoding", "snappy")], &plain).heard;
     assert_eq!(heard.status(1), Some("12"), "UNIMPLEMENTED");
     let accepted = heard.blocks[0].get("grpc-accept-encoding").unwrap();
-    assert_eq!(accepted, b"gzip,identity");
+    assert_eq!(accepted, b"gzip,deflate,identity");
 
     // A compressed flag without grpc-encoding: INTERNAL.
     let heard = raw_call(addr, "Look", &[], &compressed_message(&gzip(b""))).heard;
     assert_eq!(heard.status(1), Some("13"), "INTERNAL");
 
-    // Not gzip at all.
+    // Not gzip or deflate at all; deflate with bytes after its end.
+    for encoding in ["gzip", "deflate"] {
+        let heard = raw_call(
+            addr,
+            "Look",
+            &[("grpc-encoding", encoding)],
+            &compressed_message(b"not compressed"),
+        )
+        .heard;
+        assert_eq!(heard.status(1), Some("13"), "INTERNAL");
+        let message = heard.blocks.last().unwrap().get("grpc-message").unwrap();
+        let message = String::from_utf8_lossy(message);
+        assert!(
+            message.contains(&format!("invalid {encoding} message")),
+            "{message}"
+        );
+    }
+    let mut trailing = zlib(&Look::default().encode_to_vec());
+    trailing.extend(b"after");
     let heard = raw_call(
         addr,
         "Look",
-        &[("grpc-encoding", "gzip")],
-        &compressed_message(b"not gzip"),
+        &[("grpc-encoding", "deflate")],
+        &compressed_message(&trailing),
     )
     .heard;
     assert_eq!(heard.status(1), Some("13"), "INTERNAL");

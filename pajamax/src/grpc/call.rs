@@ -55,9 +55,12 @@ pub(crate) struct Call {
     pub response_bytes: u64,
     /// How the request's messages may be compressed.
     pub encoding: Encoding,
-    /// The client accepts gzip answers.
-    pub accept_gzip: bool,
-    /// The answer's messages are sent compressed with gzip.
+    /// How the answer's messages go when they are compressed
+    /// ([`Accepts::answer`](crate::grpc::compression::Accepts::answer));
+    /// identity when the client accepts no compression.
+    pub answer_compression: Encoding,
+    /// The answer's messages are sent compressed (with
+    /// `answer_compression`).
     pub compress: bool,
     /// The one request message came compressed.
     pub compressed_request: bool,
@@ -79,7 +82,7 @@ pub(crate) struct SharedHead {
     /// From `grpc-timeout`, as the client asked.
     pub asked_timeout: Option<Duration>,
     pub encoding: Encoding,
-    pub accept_gzip: bool,
+    pub answer_compression: Encoding,
     /// The custom headers.
     pub metadata: Metadata,
 }
@@ -162,7 +165,7 @@ impl Call {
         self.deadline = waiting.deadline(epoch);
         self.asked_timeout = waiting.head.asked_timeout;
         self.encoding = waiting.head.encoding;
-        self.accept_gzip = waiting.head.accept_gzip;
+        self.answer_compression = waiting.head.answer_compression;
         self.shared = Some(waiting.head);
     }
 }
@@ -224,6 +227,17 @@ impl RemoteCall {
 }
 
 impl Call {
+    /// How the answer's messages are sent: identity unless the answer is
+    /// compressed.
+    #[inline]
+    pub(crate) fn answer_encoding(&self) -> Encoding {
+        if self.compress {
+            self.answer_compression
+        } else {
+            Encoding::Identity
+        }
+    }
+
     /// The request's custom headers.
     pub(crate) fn request_metadata(&self) -> &Metadata {
         request_metadata(&self.shared, &self.metadata)
@@ -248,7 +262,7 @@ impl Call {
         self.request_bytes = 0;
         self.response_bytes = 0;
         self.encoding = Encoding::Identity;
-        self.accept_gzip = false;
+        self.answer_compression = Encoding::Identity;
         self.compress = false;
         self.compressed_request = false;
     }

@@ -78,8 +78,9 @@ pub struct GrpcConfig {
     /// may have on their way together (at least a stream's send buffer).
     /// Default 1 MiB.
     pub produce_output_limit: usize,
-    /// Answers are compressed with gzip when the client accepts it, unless
-    /// the handler decides otherwise
+    /// Answers are compressed when the client accepts gzip or deflate
+    /// (with the request's own compression if the client accepts it, else
+    /// gzip, else deflate), unless the handler decides otherwise
     /// ([`Context::compress_response`](crate::Context::compress_response)).
     /// Default `false`.
     pub send_compressed: bool,
@@ -794,7 +795,7 @@ impl GrpcConnection {
     ) -> Result<Option<Route>, Status> {
         let (list, fields) = self.h2.request_fields(fields, block_id);
         let mut head = head::parse(list.classified(fields), &mut call.metadata);
-        call.accept_gzip = head.accept_gzip;
+        call.answer_compression = head.answer_compression();
         if !head.is_grpc {
             call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
             return Ok(None);
@@ -813,7 +814,7 @@ impl GrpcConnection {
         let problem = match route {
             None => Some(unimplemented_status(&self.router, head.path)),
             Some(_) if head.encoding.is_none() => Some(Status::unimplemented(
-                "the request's grpc-encoding is not supported; use gzip or identity",
+                "the request's grpc-encoding is not supported; use gzip, deflate or identity",
             )),
             Some(_) => None,
         };
@@ -858,7 +859,7 @@ impl GrpcConnection {
                 timeout: head.timeout,
                 asked_timeout,
                 encoding: call.encoding,
-                accept_gzip: call.accept_gzip,
+                answer_compression: call.answer_compression,
                 metadata: call.metadata.clone(),
             });
         }
@@ -1026,8 +1027,12 @@ impl GrpcConnection {
     #[cold]
     fn run_compressed(&mut self, stream: u32, mut call: Box<Call>) {
         let mut inflated = std::mem::take(&mut self.inflated);
-        let result =
-            compression::inflate_framed(call.inbound.bytes(), self.max_message, &mut inflated);
+        let result = compression::inflate_framed(
+            call.inbound.bytes(),
+            call.encoding,
+            self.max_message,
+            &mut inflated,
+        );
         call.inbound.clear();
         match result {
             Ok(()) => {
@@ -1039,11 +1044,12 @@ impl GrpcConnection {
         self.inflated = inflated;
     }
 
-    /// Whether the answer to a call is compressed: the client accepts gzip,
-    /// and the handler's `choice`, or else the server's default, says so.
+    /// Whether the answer to a call is compressed: the client accepts a
+    /// compression, and the handler's `choice`, or else the server's
+    /// default, says so.
     #[inline]
     fn compress_answer(&self, call: &Call, choice: Option<bool>) -> bool {
-        call.accept_gzip && choice.unwrap_or(self.send_compressed)
+        call.answer_compression != Encoding::Identity && choice.unwrap_or(self.send_compressed)
     }
 
     /// Whether `deadline` has passed before the call to `route` on
@@ -1134,30 +1140,31 @@ impl GrpcConnection {
         // call finds another's metadata, and none pays to empty it first.
         debug_assert!(self.response_metadata.is_empty());
         let service = self.router.service(route.service);
-        let (metadata, deadline, compressed, accept_gzip) = match &running {
+        let (metadata, deadline, compressed, compression) = match &running {
             Running::Boxed(call) => (
                 call.request_metadata(),
                 call.deadline,
                 call.compressed_request,
-                call.accept_gzip,
+                call.answer_compression,
             ),
             Running::Light(waiting) => (
                 &waiting.head.metadata,
                 waiting.deadline(self.epoch),
                 false,
-                waiting.head.accept_gzip,
+                waiting.head.answer_compression,
             ),
         };
         // While the kept blocks hold, the message is encoded straight into
         // the output behind its HEADERS frame instead of being copied there.
         // Not for answers that are compressed unless the handler says
         // otherwise: they would be taken back every time.
-        let in_place = if self.observing || (self.send_compressed && accept_gzip) {
-            None
-        } else {
-            self.h2
-                .begin_answer(stream, &self.memos.headers, PREFIX_LEN)
-        };
+        let in_place =
+            if self.observing || (self.send_compressed && compression != Encoding::Identity) {
+                None
+            } else {
+                self.h2
+                    .begin_answer(stream, &self.memos.headers, PREFIX_LEN)
+            };
         let reply = if in_place.is_some() {
             self.h2.answer_body()
         } else {
@@ -1184,7 +1191,8 @@ impl GrpcConnection {
             Ok(()) => executor::unary(service, route.method as usize, &mut ctx, message, reply),
             Err(status) => Ok(Err(status)),
         };
-        let compress = accept_gzip && ctx.compression_choice().unwrap_or(self.send_compressed);
+        let compress = compression != Encoding::Identity
+            && ctx.compression_choice().unwrap_or(self.send_compressed);
         let remote = ctx.take_remote();
         if let Some(answer) = in_place {
             // An answer to send, not a status or a deferral.
@@ -1252,7 +1260,14 @@ impl GrpcConnection {
             self.observe_from_read(route, code, request, sent);
         }
         match outcome {
-            Ok(()) => self.answer_message(stream, compress),
+            Ok(()) => {
+                let encoding = if compress {
+                    compression
+                } else {
+                    Encoding::Identity
+                };
+                self.answer_message(stream, encoding)
+            }
             Err(status) => self.answer_status(stream, &status),
         }
     }
@@ -1447,9 +1462,12 @@ impl GrpcConnection {
                 let compressed = framing::is_compressed(framed);
                 if compressed {
                     let inflated = &mut self.inflated;
-                    if let Err(status) =
-                        compression::inflate_framed(framed, self.max_message, inflated)
-                    {
+                    if let Err(status) = compression::inflate_framed(
+                        framed,
+                        call.encoding,
+                        self.max_message,
+                        inflated,
+                    ) {
                         break Err(status);
                     }
                     framed = inflated;
@@ -1477,7 +1495,8 @@ impl GrpcConnection {
                             executor::on_message(handler.as_mut(), &mut ctx, message, out);
                         if let Some(choice) = ctx.compression_choice() {
                             if !call.headers_sent {
-                                call.compress = call.accept_gzip && choice;
+                                call.compress =
+                                    call.answer_compression != Encoding::Identity && choice;
                             }
                         }
                         if let Err(status) = outcome {
@@ -1576,7 +1595,7 @@ impl GrpcConnection {
                 let remote = ctx.take_remote();
                 let mut call = self.take_call(stream).expect("found above");
                 if let (Some(choice), false) = (choice, call.headers_sent) {
-                    call.compress = call.accept_gzip && choice;
+                    call.compress = call.answer_compression != Encoding::Identity && choice;
                 }
                 if let Some(shared) = remote {
                     if outcome.is_ok() {
@@ -1609,6 +1628,7 @@ impl GrpcConnection {
             return;
         };
         let out = &mut self.outgoing;
+        let encoding = call.answer_encoding();
         if out.headers_now || !out.messages.is_empty() {
             send_headers_once(
                 &mut self.h2,
@@ -1617,12 +1637,12 @@ impl GrpcConnection {
                 stream,
                 &mut call.headers_sent,
                 &call.response.headers,
-                call.compress,
+                encoding,
             );
         }
         if !out.messages.is_empty() {
             call.response_bytes += out.messages.len() as u64;
-            let data = out.data(call.compress, &mut self.deflated);
+            let data = out.data(encoding, &mut self.deflated);
             let sent = self.h2.send_data(stream, data, false);
             debug_assert!(
                 sent == data.len() || self.h2.error().is_some(),
@@ -1642,6 +1662,7 @@ impl GrpcConnection {
         if out.messages.is_empty() && !out.headers_now {
             return;
         }
+        let encoding = call.answer_encoding();
         send_headers_once(
             &mut self.h2,
             &mut self.memos,
@@ -1649,11 +1670,11 @@ impl GrpcConnection {
             stream,
             &mut call.headers_sent,
             &call.response.headers,
-            call.compress,
+            encoding,
         );
         if !out.messages.is_empty() {
             call.response_bytes += out.messages.len() as u64;
-            let data = out.data(call.compress, &mut self.deflated);
+            let data = out.data(encoding, &mut self.deflated);
             self.h2.send_data(stream, data, false);
         }
     }
@@ -1761,6 +1782,7 @@ impl GrpcConnection {
             if let Some(made) = in_place {
                 call.response_bytes += made as u64;
             } else if !self.scratch.is_empty() {
+                let encoding = call.answer_encoding();
                 send_headers_once(
                     &mut self.h2,
                     &mut self.memos,
@@ -1768,12 +1790,12 @@ impl GrpcConnection {
                     stream,
                     &mut call.headers_sent,
                     &call.response.headers,
-                    call.compress,
+                    encoding,
                 );
                 call.response_bytes += self.scratch.len() as u64;
                 let data = if call.compress {
                     self.deflated.clear();
-                    compression::deflate_frames(&self.scratch, &mut self.deflated);
+                    compression::deflate_frames(&self.scratch, encoding, &mut self.deflated);
                     &self.deflated
                 } else {
                     &self.scratch
@@ -1812,6 +1834,7 @@ impl GrpcConnection {
         let Some(call) = self.calls.get_mut(stream) else {
             return;
         };
+        let encoding = call.answer_encoding();
         let State::Remote(remote) = &mut call.state else {
             return;
         };
@@ -1824,7 +1847,7 @@ impl GrpcConnection {
                     stream,
                     &mut call.headers_sent,
                     &metadata,
-                    call.compress,
+                    encoding,
                 );
             }
             Part::Message(mut bytes) => {
@@ -1835,17 +1858,16 @@ impl GrpcConnection {
                     stream,
                     &mut call.headers_sent,
                     &call.response.headers,
-                    call.compress,
+                    encoding,
                 );
                 call.response_bytes += bytes.len() as u64;
-                let compress = call.compress;
                 if remote.backlog.is_empty()
                     && send_remote(
                         &mut self.h2,
                         &mut self.deflated,
                         stream,
                         remote,
-                        compress,
+                        encoding,
                         &mut bytes,
                     )
                 {
@@ -1874,7 +1896,6 @@ impl GrpcConnection {
                     // a client stream learns that they end here.
                     remote.shared.cancel(CancelReason::Ended);
                 }
-                let compress = call.compress;
                 if let (true, Some(started), Some(route)) =
                     (self.observing, call.started, call.route)
                 {
@@ -1898,7 +1919,7 @@ impl GrpcConnection {
                         // buffer (and its room) for the calls answered
                         // inline.
                         let inline = std::mem::replace(&mut self.reply, framed);
-                        self.answer_message(stream, compress);
+                        self.answer_message(stream, encoding);
                         self.reply = inline;
                     }
                     Err(status) => self.answer_status(stream, &status),
@@ -1941,6 +1962,7 @@ impl GrpcConnection {
         let Some(call) = self.calls.get_mut(stream) else {
             return;
         };
+        let encoding = call.answer_encoding();
         let State::Remote(remote) = &mut call.state else {
             return;
         };
@@ -1950,7 +1972,7 @@ impl GrpcConnection {
                 &mut self.deflated,
                 stream,
                 remote,
-                call.compress,
+                encoding,
                 &mut bytes,
             ) {
                 remote.backlog.push_front(bytes);
@@ -2247,17 +2269,18 @@ impl GrpcConnection {
     // ----- answers -----
 
     /// The unary answer in `self.reply`, with `self.response_metadata`;
-    /// with `compress`, its message is compressed.
-    fn answer_message(&mut self, stream: u32, compress: bool) {
+    /// its message compressed with `encoding` unless that is identity.
+    fn answer_message(&mut self, stream: u32, encoding: Encoding) {
         self.answered += 1;
         let md = &self.response_metadata;
-        if compress {
+        if encoding != Encoding::Identity {
             self.deflated.clear();
-            compression::deflate_frames(&self.reply, &mut self.deflated);
+            compression::deflate_frames(&self.reply, encoding, &mut self.deflated);
             response::send_compressed_answer(
                 &mut self.h2,
                 &mut self.memos,
                 stream,
+                encoding,
                 &self.deflated,
                 &md.headers,
                 &md.trailers,
@@ -2419,20 +2442,20 @@ fn send_headers_once(
     stream: u32,
     sent: &mut bool,
     metadata: &Metadata,
-    gzip: bool,
+    encoding: Encoding,
 ) {
     if *sent {
         return;
     }
     *sent = true;
-    if !response::send_headers(h2, memos, stream, metadata, gzip) {
+    if !response::send_headers(h2, memos, stream, metadata, encoding) {
         overlarge.push(stream);
     }
 }
 
 /// Sends the framed message `bytes` of a call served on another thread
-/// (compressed if `compress`, unless it is marked
-/// [`PLAIN`](framing::PLAIN)); returns whether the stream took it, all
+/// (compressed with `encoding` unless that is identity or the message is
+/// marked [`PLAIN`](framing::PLAIN)); returns whether the stream took it, all
 /// or none. The bytes of a call that does not compress count as
 /// unacknowledged until they leave the stream; those of one that does
 /// (a message marked to go uncompressed among them) are owed to the
@@ -2444,10 +2467,10 @@ fn send_remote(
     deflated: &mut Vec<u8>,
     stream: u32,
     remote: &mut RemoteCall,
-    compress: bool,
+    encoding: Encoding,
     bytes: &mut [u8],
 ) -> bool {
-    if !compress {
+    if encoding == Encoding::Identity {
         framing::unmark_plain(bytes);
         if h2.send_data(stream, bytes, false) == 0 {
             return false;
@@ -2456,7 +2479,7 @@ fn send_remote(
         return true;
     }
     deflated.clear();
-    compression::deflate_frames(bytes, deflated);
+    compression::deflate_frames(bytes, encoding, deflated);
     if h2.send_data(stream, deflated, false) == 0 {
         return false;
     }
@@ -2942,7 +2965,7 @@ mod tests {
         // 1: a compressed message (a call in a box).
         head(&mut input, 1, true);
         let mut deflated = Vec::new();
-        compression::deflate_frames(&body(1), &mut deflated);
+        compression::deflate_frames(&body(1), Encoding::Gzip, &mut deflated);
         Frame::data(1, &deflated, true).write(&mut input);
         // 3: the first plain head (a call in a box), its whole body.
         head(&mut input, 3, false);

@@ -160,11 +160,12 @@ impl<'a> Context<'a> {
         self.request_compressed
     }
 
-    /// Asks for the answer's messages to be compressed with gzip (`true`),
-    /// or not (`false`), whatever the server's default
+    /// Asks for the answer's messages to be compressed (`true`), or not
+    /// (`false`), whatever the server's default
     /// ([`Builder::send_compressed`](crate::Builder::send_compressed)).
-    /// Messages are compressed only if the client accepts gzip
-    /// (`grpc-accept-encoding`).
+    /// Messages are compressed only if the client accepts gzip or deflate
+    /// (`grpc-accept-encoding`): with the request's own compression if the
+    /// client accepts it, else gzip, else deflate.
     pub fn compress_response(&mut self, compress: bool) {
         self.compress = Some(compress);
     }

@@ -1,6 +1,6 @@
 //! The head of a gRPC request: what its header fields say about the call.
 
-use crate::grpc::compression::{self, Encoding};
+use crate::grpc::compression::{Accepts, Encoding};
 use crate::grpc::metadata::Metadata;
 use crate::grpc::timeout;
 use crate::h2::fields::{ClassifiedField, FieldKind};
@@ -21,9 +21,19 @@ pub(crate) struct RequestHead<'f> {
     /// How the request's messages are compressed (`grpc-encoding`); `None`
     /// for an encoding not served.
     pub encoding: Option<Encoding>,
-    /// The client accepts gzip answers (`grpc-accept-encoding`, in any of
-    /// its fields).
-    pub accept_gzip: bool,
+    /// The compressions the client accepts for answers
+    /// (`grpc-accept-encoding`, in any of its fields).
+    pub accepts: Accepts,
+}
+
+impl RequestHead<'_> {
+    /// How the call's answer goes when it is compressed
+    /// ([`Accepts::answer`]); identity when the client accepts no
+    /// compression.
+    pub fn answer_compression(&self) -> Encoding {
+        self.accepts
+            .answer(self.encoding.unwrap_or(Encoding::Identity))
+    }
 }
 
 /// Reads a request's fields; the custom ones (metadata) are appended to
@@ -41,7 +51,7 @@ pub(crate) fn parse<'f>(
         is_grpc: false,
         timeout: None,
         encoding: Some(Encoding::Identity),
-        accept_gzip: false,
+        accepts: Accepts::default(),
     };
     for field in fields {
         match field.kind {
@@ -55,7 +65,7 @@ pub(crate) fn parse<'f>(
             FieldKind::GrpcEncoding => head.encoding = Encoding::from_name(field.value),
             // The list may come split over several fields.
             FieldKind::GrpcAcceptEncoding => {
-                head.accept_gzip |= compression::accepts_gzip(field.value)
+                head.accepts = head.accepts.and(Accepts::from_list(field.value))
             }
             FieldKind::Other => metadata.push(field.name, field.value),
             FieldKind::Scheme
@@ -116,7 +126,7 @@ mod tests {
     fn accepted_encodings_add_up_over_repeated_fields() {
         // A list split over several fields is the same list (RFC 9110
         // section 5.3).
-        for split in [["gzip", "identity"], ["identity", "gzip"]] {
+        for split in [["gzip", "deflate"], ["deflate", "gzip,identity"]] {
             let mut list = crate::h2::fields::Fields::default();
             for value in split {
                 let name = b"grpc-accept-encoding";
@@ -124,7 +134,11 @@ mod tests {
                 list.push_classified(name, value.as_bytes(), &info, 0);
             }
             let head = parse(list.classified(0..list.len()), &mut Metadata::new());
-            assert!(head.accept_gzip, "{split:?}");
+            assert_eq!(
+                head.accepts,
+                Accepts::from_list(b"gzip,deflate"),
+                "{split:?}"
+            );
         }
     }
 }

@@ -2,7 +2,7 @@
 //! trailers with `grpc-status`, trailers-only answers, and the HTTP 415 for
 //! requests that are not gRPC.
 
-use crate::grpc::compression;
+use crate::grpc::compression::{self, Encoding};
 use crate::grpc::metadata::Metadata;
 use crate::grpc::percent;
 use crate::grpc::status::{Code, Status};
@@ -34,16 +34,33 @@ const STATUS_OK: Field<'static> = Field {
 
 const NOT_GRPC_BODY: &[u8] = b"pajamax serves gRPC: send POST with content-type application/grpc\n";
 
-/// The success headers of an answer whose messages are compressed.
-const GZIP_HEADERS: [Field<'static>; 3] = [
-    SUCCESS_HEADERS[0],
-    SUCCESS_HEADERS[1],
-    Field {
-        name: b"grpc-encoding",
-        value: b"gzip",
-        indexing: Indexing::Incremental,
-    },
-];
+/// The success headers of an answer whose messages are compressed with
+/// gzip.
+const GZIP_HEADERS: [Field<'static>; 3] = compressed_headers(b"gzip");
+
+/// The same for deflate.
+const DEFLATE_HEADERS: [Field<'static>; 3] = compressed_headers(b"deflate");
+
+/// The success headers of an answer whose messages go with `encoding`.
+fn success_headers(encoding: Encoding) -> &'static [Field<'static>] {
+    match encoding {
+        Encoding::Identity => &SUCCESS_HEADERS,
+        Encoding::Gzip => &GZIP_HEADERS,
+        Encoding::Deflate => &DEFLATE_HEADERS,
+    }
+}
+
+const fn compressed_headers(encoding: &'static [u8]) -> [Field<'static>; 3] {
+    [
+        SUCCESS_HEADERS[0],
+        SUCCESS_HEADERS[1],
+        Field {
+            name: b"grpc-encoding",
+            value: encoding,
+            indexing: Indexing::Incremental,
+        },
+    ]
+}
 
 /// The encoded blocks every answer repeats, kept per connection.
 #[derive(Debug, Default)]
@@ -52,6 +69,8 @@ pub(crate) struct Memos {
     pub headers: BlockMemo,
     /// The same with `grpc-encoding: gzip`.
     pub gzip_headers: BlockMemo,
+    /// The same with `grpc-encoding: deflate`.
+    pub deflate_headers: BlockMemo,
     /// `grpc-status 0`.
     pub ok_trailers: BlockMemo,
 }
@@ -80,32 +99,36 @@ pub(crate) fn send_answer(
         return send_metadata_too_large(h2, stream, text);
     }
     // Checked above: the metadata fits.
-    send_headers(h2, memos, stream, headers, false);
+    send_headers(h2, memos, stream, headers, Encoding::Identity);
     h2.send_data(stream, reply, false);
     send_trailers(h2, memos, stream, None, trailers, text);
 }
 
-/// Sends a unary answer whose framed message `reply` is compressed.
+/// Sends a unary answer whose framed message `reply` is compressed with
+/// `encoding`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn send_compressed_answer(
     h2: &mut Connection,
     memos: &mut Memos,
     stream: u32,
+    encoding: Encoding,
     reply: &[u8],
     headers: &Metadata,
     trailers: &Metadata,
     text: &mut Vec<u8>,
 ) {
-    if metadata_too_large(h2, &GZIP_HEADERS, headers, trailers) {
+    if metadata_too_large(h2, success_headers(encoding), headers, trailers) {
         return send_metadata_too_large(h2, stream, text);
     }
     // Checked above: the metadata fits.
-    send_headers(h2, memos, stream, headers, true);
+    send_headers(h2, memos, stream, headers, encoding);
     h2.send_data(stream, reply, false);
     send_trailers(h2, memos, stream, None, trailers, text);
 }
 
-/// Sends the response headers with `metadata`; with `gzip`, they say the
-/// messages are compressed. Returns `false` when the metadata would pass
+/// Sends the response headers with `metadata`; unless `encoding` is
+/// identity, they say how the messages are compressed. Returns `false`
+/// when the metadata would pass
 /// the client's header list size limit: the headers go without it, and the
 /// caller ends the call with `INTERNAL` (as grpc-go resets such a stream).
 #[inline]
@@ -114,13 +137,14 @@ pub(crate) fn send_headers(
     memos: &mut Memos,
     stream: u32,
     metadata: &Metadata,
-    gzip: bool,
+    encoding: Encoding,
 ) -> bool {
-    let (memo, fields): (_, &[Field<'_>]) = if gzip {
-        (&mut memos.gzip_headers, &GZIP_HEADERS)
-    } else {
-        (&mut memos.headers, &SUCCESS_HEADERS)
+    let memo = match encoding {
+        Encoding::Identity => &mut memos.headers,
+        Encoding::Gzip => &mut memos.gzip_headers,
+        Encoding::Deflate => &mut memos.deflate_headers,
     };
+    let fields = success_headers(encoding);
     let fits = metadata.is_empty()
         || header_list_size(fields) + metadata.list_size() <= h2.peer_max_header_list();
     if !fits {

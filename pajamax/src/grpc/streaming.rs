@@ -43,6 +43,7 @@
 //! # count_on_a_thread(&mut ctx, 3).unwrap();
 //! ```
 
+use crate::grpc::compression;
 use crate::grpc::context::Context;
 use crate::grpc::decode;
 use crate::grpc::framing;
@@ -394,13 +395,17 @@ impl Outgoing {
         self.plain = false;
     }
 
-    /// The messages as they go out: compressed into `deflated` when
-    /// `compress`, else as they are, with any [`framing::PLAIN`] mark
-    /// written over.
-    pub(crate) fn data<'a>(&'a mut self, compress: bool, deflated: &'a mut Vec<u8>) -> &'a [u8] {
-        if compress {
+    /// The messages as they go out: compressed with `encoding` into
+    /// `deflated` unless that is identity, else as they are, with any
+    /// [`framing::PLAIN`] mark written over.
+    pub(crate) fn data<'a>(
+        &'a mut self,
+        encoding: compression::Encoding,
+        deflated: &'a mut Vec<u8>,
+    ) -> &'a [u8] {
+        if encoding != compression::Encoding::Identity {
             deflated.clear();
-            crate::grpc::compression::deflate_frames(&self.messages, deflated);
+            compression::deflate_frames(&self.messages, encoding, deflated);
             return deflated;
         }
         if self.plain {

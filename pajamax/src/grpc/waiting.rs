@@ -113,7 +113,7 @@ mod tests {
             timeout: None,
             asked_timeout: None,
             encoding: Encoding::Identity,
-            accept_gzip: false,
+            answer_compression: Encoding::Identity,
             metadata: Metadata::default(),
         });
         Waiting::new(head, Some(epoch + Duration::from_millis(after_ms)), epoch)

@@ -20,7 +20,10 @@ in this process that passes every byte through unchanged and reads the
 HTTP/2 frames both ways, noting the flag and length of each gRPC message of
 each stream. The slow reader below counts the answers that went through it.
 
-Beyond the descriptions, two cases of this client's own:
+Beyond the descriptions, three cases of this client's own:
+- deflate_both_ways: a large_unary and a StreamingInputCall sent compressed
+  with deflate (the zlib format, as the C core makes it), the unary answer
+  asked to come compressed;
 - concurrent_streams: 100 FullDuplexCall ping-pongs and 100 large_unary
   calls at once on one channel;
 - slow_reader_server_streaming: a 4 MiB StreamingOutputCall read one
@@ -514,6 +517,40 @@ async def server_compressed_streaming(tapped, tap, **_):
     check_payload(answers[1].payload, 92653, "answer 1")
     got = flags_of(tap.streams("response"))
     check(got == [[1, 0]], f"answer flags are {got}, not [[1, 0]]")
+
+
+@case
+async def deflate_both_ways(tapped, tap, **_):
+    answer = await tapped.UnaryCall(
+        large_request(
+            expect_compressed=messages_pb2.BoolValue(value=True),
+            response_compressed=messages_pb2.BoolValue(value=True),
+        ),
+        compression=grpc.Compression.Deflate,
+        timeout=CALL_TIMEOUT,
+    )
+    check_payload(answer.payload, 314159, "the unary answer")
+    call = tapped.StreamingInputCall(compression=grpc.Compression.Deflate, timeout=CALL_TIMEOUT)
+    for size in (27182, 45904):
+        await call.write(
+            messages_pb2.StreamingInputCallRequest(
+                payload=zeros(size), expect_compressed=messages_pb2.BoolValue(value=True)
+            )
+        )
+    await call.done_writing()
+    answer = await call
+    check(
+        answer.aggregated_payload_size == 73086,
+        f"aggregated_payload_size {answer.aggregated_payload_size}, not 73086",
+    )
+    # Every request went compressed, and the unary answer too: zeros
+    # deflate to a few hundred bytes.
+    sent = tap.streams("request")
+    check(flags_of(sent) == [[1], [1, 1]], f"request flags per call are {flags_of(sent)}")
+    got = tap.streams("response")
+    check(flags_of(got)[0] == [1], f"the unary answer's flags are {flags_of(got)[0]}, not [1]")
+    small = all(length < 2000 for stream in sent + got[:1] for _, length in stream)
+    check(small, f"compressed lengths: requests {sent}, answer {got[0]}")
 
 
 @case

@@ -102,6 +102,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Why a call ended before the thread serving it was done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CancelReason {
     /// The client cancelled the call (RST_STREAM).
     Cancelled,

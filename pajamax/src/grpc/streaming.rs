@@ -55,6 +55,7 @@ use std::time::Instant;
 
 /// What a [`Producer`] gives when the worker asks for the next message.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Next<M> {
     /// The next message of the answer.
     Message(M),

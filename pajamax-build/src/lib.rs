@@ -122,8 +122,10 @@
 //! `METHODS`:
 //!
 //! - `enum DictStoreRequest { Get(super::Key), Watch(super::Key), ... }`,
-//!   the decoded request, one variant per unary or server-streaming rpc,
-//!   named as the rpc is.
+//!   the request, one variant per rpc, named as the rpc is: the decoded
+//!   request of a unary or server-streaming rpc, the stream of request
+//!   messages (`pajamax::Streaming<_>`) of a client-streaming or
+//!   bidirectional one.
 //! - `enum DictStoreAnswer { Get(pajamax::Responder),
 //!   Watch(pajamax::Sink<super::Value>), ... }`, where the answer goes,
 //!   with the same variants; `fail(status)` ends the call with an error.
@@ -137,9 +139,14 @@
 //!   super::Key) -> Result<super::Value, pajamax::Status>` for a unary rpc,
 //!   `fn watch(&mut self, request: super::Key, sink:
 //!   pajamax::Sink<super::Value>)` for a server-streaming one, which sends
-//!   the answers and finishes the sink. The sink's `send` waits for the
-//!   client's flow-control credit, so a slow client slows the thread that
-//!   sends; it fails once the client has cancelled. Each handler answers
+//!   the answers and finishes the sink; `fn upload(&mut self, requests:
+//!   pajamax::Streaming<super::Entry>) -> Result<super::Count,
+//!   pajamax::Status>` for a client-streaming one, and `fn chat(&mut self,
+//!   requests: pajamax::Streaming<super::Note>, sink:
+//!   pajamax::Sink<super::Note>)` for a bidirectional one. The sink's `send`
+//!   waits for the client's flow-control credit and the requests' iterator
+//!   for the next message, so a slow client slows the thread that serves
+//!   it; both fail once the client has cancelled. Each handler answers
 //!   `UNIMPLEMENTED` unless overridden.
 //! - `trait DictStoreDispatch`, with `fn dispatch_to(&self, request:
 //!   &DictStoreRequest) -> &pajamax::dispatch::Sender<DictStoreCall>`: the
@@ -147,13 +154,11 @@
 //! - `DictStoreServer<D: DictStoreDispatch>`, built with `new` or
 //!   `from_arc`, which implements `pajamax::Service`. A call whose queue is
 //!   full is answered `RESOURCE_EXHAUSTED`, one whose thread has stopped
-//!   `UNAVAILABLE` (a server-streaming call through its sink).
+//!   `UNAVAILABLE` (a streaming call through its sink or responder).
 //!
-//! Client-streaming and bidirectional rpcs are not served in dispatch mode:
-//! they answer `UNIMPLEMENTED`, and the build prints a `cargo:warning`
-//! naming each. Generate such a service in local mode, where a handler can
-//! still hand the messages to a thread with `ClientStream::channel` or
-//! `BidiStream::channel`.
+//! A client-streaming or bidirectional call is queued as soon as it opens,
+//! with the stream of its request messages: `dispatch_to` can choose its
+//! thread by the method only.
 //!
 //! See [`Builder::dispatch_services`], [`Builder::dispatch_all`] and
 //! [`Builder::local_services`] for choosing the mode of each service.
@@ -162,8 +167,7 @@
 //!
 //! Whatever the generated code cannot serve is reported as
 //! `cargo:warning=pajamax-build: package.Service/Method: ...`, never skipped
-//! silently: rpcs dispatch mode does not serve, rpc names that give no Rust
-//! identifier, services whose names give none (such as `_`: no code is
+//! silently: rpc names that give no Rust identifier, services whose names give none (such as `_`: no code is
 //! generated for them, so their calls answer `UNIMPLEMENTED`), and names
 //! that clash (which also fail the build with a `compile_error!`).
 

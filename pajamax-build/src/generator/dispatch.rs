@@ -7,9 +7,6 @@ use super::skeleton::{self, Routes, Server};
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 
-/// The kinds served in dispatch mode.
-const SERVED: [Kind; 2] = [Kind::Unary, Kind::ServerStreaming];
-
 /// The names of the items a dispatch-mode module holds.
 struct Names {
     /// `DictStoreRequest`.
@@ -44,7 +41,7 @@ struct Parts {
     route: TokenStream,
 }
 
-/// The request variant, shared by both served kinds.
+/// The request variant of a unary or server-streaming method.
 fn request_variant(method: &MethodCode<'_>) -> TokenStream {
     let MethodCode { variant, input, .. } = method;
     let variant_doc = doc(&format!("A `{}` request.", method.route));
@@ -61,7 +58,7 @@ fn request_variant(method: &MethodCode<'_>) -> TokenStream {
 /// threads: `answer` is cancelled) is not queued. `answer` may use `ctx`;
 /// it is made once the queue is chosen.
 fn dispatch_route(method: &MethodCode<'_>, names: &Names, answer: TokenStream) -> TokenStream {
-    let Names { request, call, .. } = names;
+    let Names { request, .. } = names;
     let variant = &method.variant;
     let decoded = if method.input_is_unit {
         quote! {
@@ -71,8 +68,16 @@ fn dispatch_route(method: &MethodCode<'_>, names: &Names, answer: TokenStream) -
     } else {
         quote!(let request = #request::#variant(pajamax::decode_request(request)?);)
     };
+    queue(names, decoded, answer)
+}
+
+/// Makes the request enum's variant `request` with `request`, picks the
+/// queue and makes the call with `answer`, then queues it, as
+/// [`dispatch_route`] does.
+fn queue(names: &Names, request: TokenStream, answer: TokenStream) -> TokenStream {
+    let call = &names.call;
     quote! {
-        #decoded
+        #request
         let sender = self.dispatch.dispatch_to(&request);
         #answer
         let call = #call { request, answer };
@@ -219,22 +224,173 @@ fn server_streaming(method: &MethodCode<'_>, names: &Names) -> Parts {
     }
 }
 
-/// A client-streaming or bidirectional method, which dispatch mode does not
-/// serve: its route answers `UNIMPLEMENTED`, and the build says so.
-fn not_served(method: &MethodCode<'_>, problems: &mut Problems) -> TokenStream {
-    let text = format!(
-        "{} methods are not served in dispatch mode",
-        method.kind.describe()
+/// The request variant of a client-streaming or bidirectional method: the
+/// stream of its request messages, which the shard reads.
+fn inbound_request_variant(method: &MethodCode<'_>) -> TokenStream {
+    let MethodCode { variant, input, .. } = method;
+    let variant_doc = doc(&format!(
+        "A `{}` call: its request messages, read as they come (the choice of\n\
+         queue can only go by the method).",
+        method.route
+    ));
+    quote! {
+        #variant_doc
+        #variant(pajamax::Streaming<#input>),
+    }
+}
+
+/// A client-streaming method: the shard reads the request messages from
+/// the call's `Streaming` and returns the answer, which the call's
+/// `Responder` takes back to the worker.
+fn client_streaming(method: &MethodCode<'_>, names: &Names) -> Parts {
+    let MethodCode {
+        name,
+        variant,
+        input,
+        output,
+        ..
+    } = method;
+    let Names {
+        request, answer, ..
+    } = names;
+    let answer_doc = doc(&format!(
+        "Where the answer of a `{}` call goes.",
+        method.route
+    ));
+    let proto = proto_doc(&method.proto.comments);
+    let shard_doc = doc(&format!(
+        "Handles `{}`: a stream of requests, read from `requests`, one answer. The\n\
+         default answers `UNIMPLEMENTED`.\n\
+         \n\
+         [`Streaming`](pajamax::Streaming) blocks until the next message comes: the\n\
+         thread reads at the client's pace, and the calls queued behind it wait, so a\n\
+         long stream may be better moved to a thread of its own. It yields an error\n\
+         once the call has ended (the client cancelled, the deadline passed, the\n\
+         connection closed): stop then.\n\
+         \n\
+         # Errors\n\
+         \n\
+         The [`Status`](pajamax::Status) to end the call with instead of an answer.",
+        method.route
+    ));
+    let unimplemented = method.unimplemented();
+    let route = queue(
+        names,
+        quote! {
+            let (stream, requests, responder) =
+                pajamax::ClientStream::<#input, #output>::channel(ctx);
+            let request = #request::#variant(requests);
+        },
+        quote!(let answer = #answer::#variant(responder);),
     );
-    problems.warn(
-        &method.route,
-        format!(
-            "{text}: its calls answer UNIMPLEMENTED (generate the service in local mode \
-             to serve it)"
-        ),
+    Parts {
+        request_variant: inbound_request_variant(method),
+        answer_variant: quote! {
+            #answer_doc
+            #variant(pajamax::Responder),
+        },
+        shard_method: quote! {
+            #proto
+            #shard_doc
+            #[allow(unused_variables)]
+            fn #name(
+                &mut self,
+                requests: pajamax::Streaming<#input>,
+            ) -> ::core::result::Result<#output, pajamax::Status> {
+                Err(#unimplemented)
+            }
+        },
+        handle: quote! {
+            (#request::#variant(requests), #answer::#variant(responder)) => {
+                responder.respond(shard.#name(requests));
+            }
+        },
+        fail: quote!(Self::#variant(responder) => responder.respond::<()>(Err(status)),),
+        trailers: quote!(Self::#variant(responder) => responder.trailers_mut(),),
+        cancelled: quote!(Self::#variant(responder) => responder.is_cancelled(),),
+        // When the call could not be queued, its responder has answered
+        // it: the stream returned ends with that status.
+        route: quote!({
+            #route
+            Ok(stream.into_raw())
+        }),
+    }
+}
+
+/// A bidirectional method: the shard reads the request messages from the
+/// call's `Streaming` and sends the answers through its `Sink`.
+fn bidi_streaming(method: &MethodCode<'_>, names: &Names) -> Parts {
+    let MethodCode {
+        name,
+        variant,
+        input,
+        output,
+        ..
+    } = method;
+    let Names {
+        request, answer, ..
+    } = names;
+    let answer_doc = doc(&format!(
+        "Where the answers of a `{}` call go.",
+        method.route
+    ));
+    let proto = proto_doc(&method.proto.comments);
+    let shard_doc = doc(&format!(
+        "Handles `{}`: a stream of requests, read from `requests`, and a stream of\n\
+         answers, sent through `sink`.\n\
+         \n\
+         [`Streaming`](pajamax::Streaming) blocks until the next message comes and\n\
+         [`Sink::send`](pajamax::Sink::send) waits for flow-control credit: the thread\n\
+         goes at the client's pace, and the calls queued behind it wait, so a long\n\
+         stream may be better moved to a thread of its own. Both fail once the call has\n\
+         ended (the client cancelled, the deadline passed, the connection closed): stop\n\
+         then. End with [`Sink::finish`](pajamax::Sink::finish); a sink dropped\n\
+         unfinished ends the call `INTERNAL`. The default finishes with\n\
+         `UNIMPLEMENTED`.",
+        method.route
+    ));
+    let unimplemented = method.unimplemented();
+    let route = queue(
+        names,
+        quote! {
+            let (stream, requests, sink) = pajamax::BidiStream::<#input, #output>::channel(ctx);
+            let request = #request::#variant(requests);
+        },
+        quote!(let answer = #answer::#variant(sink);),
     );
-    let status = format!("{}: {text}", method.route);
-    quote!(Err(pajamax::Status::unimplemented(#status)))
+    Parts {
+        request_variant: inbound_request_variant(method),
+        answer_variant: quote! {
+            #answer_doc
+            #variant(pajamax::Sink<#output>),
+        },
+        shard_method: quote! {
+            #proto
+            #shard_doc
+            #[allow(unused_variables)]
+            fn #name(
+                &mut self,
+                requests: pajamax::Streaming<#input>,
+                sink: pajamax::Sink<#output>,
+            ) {
+                sink.finish(Err(#unimplemented));
+            }
+        },
+        handle: quote! {
+            (#request::#variant(requests), #answer::#variant(sink)) => {
+                shard.#name(requests, sink);
+            }
+        },
+        fail: quote!(Self::#variant(sink) => sink.finish(Err(status)),),
+        trailers: quote!(Self::#variant(sink) => sink.trailers_mut(),),
+        cancelled: quote!(Self::#variant(sink) => sink.is_cancelled(),),
+        // When the call could not be queued, its sink has finished it: the
+        // stream returned ends with that status.
+        route: quote!({
+            #route
+            Ok(stream.into_raw())
+        }),
+    }
 }
 
 /// The request and answer enums, and the call that carries them.
@@ -248,13 +404,15 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
         ..
     } = names;
     let request_doc = doc(&format!(
-        "A decoded `{full_name}` request: one variant per unary or server-streaming\n\
-         method, named as the method is."
+        "A `{full_name}` request: one variant per method, named as the method is; the\n\
+         decoded request of a unary or server-streaming method, the stream of request\n\
+         messages of a client-streaming or bidirectional one."
     ));
     let answer_doc = doc(&format!(
         "Where the answer of a `{full_name}` call goes, with a variant named as the\n\
-         [`{request}`] one: a [`Responder`](pajamax::Responder) for a unary method, a\n\
-         [`Sink`](pajamax::Sink) for a server-streaming one."
+         [`{request}`] one: a [`Responder`](pajamax::Responder) for a unary or\n\
+         client-streaming method, a [`Sink`](pajamax::Sink) for a server-streaming or\n\
+         bidirectional one."
     ));
     let call_doc = doc(&format!(
         "A `{full_name}` call on its way to the thread that serves it: the decoded\n\
@@ -318,8 +476,9 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
         }
     };
     let handle_doc = doc(
-        "Runs the handler of `shard` that the request is for: a unary handler's\n\
-         result answers the call, a server-streaming handler gets the call's sink.\n\
+        "Runs the handler of `shard` that the request is for: a unary or\n\
+         client-streaming handler's result answers the call, a server-streaming or\n\
+         bidirectional handler gets the call's sink.\n\
          \n\
          A call that has ended while it waited in the queue (the client cancelled,\n\
          the deadline passed, the connection closed or the server shut down) is\n\
@@ -405,24 +564,11 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
 fn shard_doc(code: &ServiceCode<'_>, names: &Names) -> TokenStream {
     let full_name = &code.full_name;
     let call = &names.call;
-    let mut text = format!(
+    let text = format!(
         "The handlers of the `{full_name}` service in dispatch mode, run by a thread\n\
          that owns its state: they take `&mut self`, so no lock is needed. Pass the\n\
          state to [`{call}::handle`]. A method left alone answers `UNIMPLEMENTED`."
     );
-    let not_served: Vec<String> = code
-        .methods
-        .iter()
-        .filter(|m| !SERVED.contains(&m.kind))
-        .map(|m| format!("`{}`", m.proto.proto_name))
-        .collect();
-    if !not_served.is_empty() {
-        text.push_str(&format!(
-            "\n\nClient-streaming and bidirectional methods are not served in dispatch mode\n\
-             and answer `UNIMPLEMENTED`: {}.",
-            not_served.join(", ")
-        ));
-    }
     let proto = proto_doc(&code.service.comments);
     let generated = doc(&text);
     quote!(#proto #generated)
@@ -439,35 +585,36 @@ pub(crate) fn generate(code: &ServiceCode<'_>) -> (TokenStream, Problems) {
         dispatch: code.named("Dispatch"),
     };
     let mut problems = Problems::default();
-    let served = || code.of_kinds(&SERVED);
     problems.check_clashes(
         &code.full_name,
-        served().map(|m| (m.route.as_str(), m.name.to_string())),
+        code.methods
+            .iter()
+            .map(|m| (m.route.as_str(), m.name.to_string())),
     );
     problems.check_clashes(
         &code.full_name,
-        served().map(|m| (m.route.as_str(), m.variant.to_string())),
+        code.methods
+            .iter()
+            .map(|m| (m.route.as_str(), m.variant.to_string())),
     );
 
     let mut parts = Vec::new();
     // Unary answers go through the call's responder, not `reply`; the
-    // inbound methods only answer UNIMPLEMENTED.
-    let mut routes = Routes::new(false, false);
+    // inbound methods make their channels with `ctx`.
+    let mut routes = Routes::new(false, true);
     for method in &code.methods {
-        let route = match method.kind {
-            Kind::Unary | Kind::ServerStreaming => {
-                let method_parts = if method.kind == Kind::Unary {
-                    unary(method, &names)
-                } else {
-                    server_streaming(method, &names)
-                };
-                let route = method_parts.route.clone();
-                parts.push(method_parts);
-                route
-            }
-            Kind::ClientStreaming | Kind::BidiStreaming => not_served(method, &mut problems),
+        let method_parts = match method.kind {
+            Kind::Unary => unary(method, &names),
+            Kind::ServerStreaming => server_streaming(method, &names),
+            Kind::ClientStreaming => client_streaming(method, &names),
+            Kind::BidiStreaming => bidi_streaming(method, &names),
         };
-        routes.add(method.kind, method.index_literal(), route);
+        routes.add(
+            method.kind,
+            method.index_literal(),
+            method_parts.route.clone(),
+        );
+        parts.push(method_parts);
     }
 
     let Names {

@@ -188,14 +188,6 @@ impl<'a> ServiceCode<'a> {
     pub(crate) fn named(&self, suffix: &str) -> Ident {
         format_ident!("{}{suffix}", self.stem)
     }
-
-    /// The methods of the given kinds, in proto order.
-    pub(crate) fn of_kinds<'s>(
-        &'s self,
-        kinds: &'s [Kind],
-    ) -> impl Iterator<Item = &'s MethodCode<'a>> + 's {
-        self.methods.iter().filter(|m| kinds.contains(&m.kind))
-    }
 }
 
 /// The first name of the service's items that is no Rust identifier (the

@@ -758,19 +758,10 @@ fn dispatch_mode_queues_unary_and_server_streaming_calls() {
 }
 
 #[test]
-fn dispatch_mode_routes_client_and_bidi_streaming_to_unimplemented_and_warns() {
+fn dispatch_mode_queues_client_and_bidi_streaming_calls() {
     let out = dispatched(&route_guide());
-    assert_eq!(
-        out.warnings,
-        [
-            "pajamax-build: routeguide.RouteGuide/RecordRoute: client-streaming methods are not \
-             served in dispatch mode: its calls answer UNIMPLEMENTED (generate the service in \
-             local mode to serve it)",
-            "pajamax-build: routeguide.RouteGuide/RouteChat: bidirectional-streaming methods are \
-             not served in dispatch mode: its calls answer UNIMPLEMENTED (generate the service \
-             in local mode to serve it)",
-        ]
-    );
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    assert!(out.compile_errors().is_empty());
     let service = out.service_impl("RouteGuideServer");
     assert_eq!(
         impl_fn_names(service),
@@ -783,55 +774,124 @@ fn dispatch_mode_routes_client_and_bidi_streaming_to_unimplemented_and_warns() {
             "bidi_streaming"
         ]
     );
+    // The call is queued with its stream of requests as soon as it opens;
+    // the stream is returned whether or not it could be, as for a server
+    // stream.
     let client = impl_fn(service, "client_streaming");
     assert_eq!(routed(client), [2]);
     assert_eq!(
         signature(&client.sig).args[1],
-        "_ctx:&mutpajamax::Context<'_>"
+        "ctx:&mutpajamax::Context<'_>"
     );
-    assert!(compact(&client.block).contains(&compact_code(
-        "2 => { Err(pajamax::Status::unimplemented(\"routeguide.RouteGuide/RecordRoute: \
-         client-streaming methods are not served in dispatch mode\")) }"
-    )));
+    assert!(compact(&client.block).contains(
+        "let(stream,requests,responder)=\
+         pajamax::ClientStream::<super::Point,super::RouteSummary>::channel(ctx);\
+         letrequest=RouteGuideRequest::RecordRoute(requests);\
+         letsender=self.dispatch.dispatch_to(&request);\
+         letanswer=RouteGuideAnswer::RecordRoute(responder);\
+         letcall=RouteGuideCall{request,answer};\
+         ifcall.is_cancelled(){drop(call);}\
+         elseifletErr((status,call))=sender.try_dispatch(call){call.answer.fail(status);}\
+         Ok(stream.into_raw())"
+    ));
     let bidi = impl_fn(service, "bidi_streaming");
     assert_eq!(routed(bidi), [3]);
-    assert!(compact(&bidi.block).contains(&compact_code(
-        "\"routeguide.RouteGuide/RouteChat: bidirectional-streaming methods are not served \
-         in dispatch mode\""
+    assert!(compact(&bidi.block).contains(
+        "let(stream,requests,sink)=\
+         pajamax::BidiStream::<super::RouteNote,super::RouteNote>::channel(ctx);\
+         letrequest=RouteGuideRequest::RouteChat(requests);\
+         letsender=self.dispatch.dispatch_to(&request);\
+         letanswer=RouteGuideAnswer::RouteChat(sink);\
+         letcall=RouteGuideCall{request,answer};\
+         ifcall.is_cancelled(){drop(call);}\
+         elseifletErr((status,call))=sender.try_dispatch(call){call.answer.fail(status);}\
+         Ok(stream.into_raw())"
+    ));
+    assert_eq!(
+        variants(out.item_enum("RouteGuideRequest")),
+        [
+            ("GetFeature".to_owned(), "(super::Point)".to_owned()),
+            ("ListFeatures".to_owned(), "(super::Rectangle)".to_owned()),
+            (
+                "RecordRoute".to_owned(),
+                "(pajamax::Streaming<super::Point>)".to_owned()
+            ),
+            (
+                "RouteChat".to_owned(),
+                "(pajamax::Streaming<super::RouteNote>)".to_owned()
+            ),
+        ]
+    );
+    assert_eq!(
+        variants(out.item_enum("RouteGuideAnswer")),
+        [
+            ("GetFeature".to_owned(), "(pajamax::Responder)".to_owned()),
+            (
+                "ListFeatures".to_owned(),
+                "(pajamax::Sink<super::Feature>)".to_owned()
+            ),
+            ("RecordRoute".to_owned(), "(pajamax::Responder)".to_owned()),
+            (
+                "RouteChat".to_owned(),
+                "(pajamax::Sink<super::RouteNote>)".to_owned()
+            ),
+        ]
+    );
+    let shard = trait_methods(out.item_trait("RouteGuideShard"));
+    let names: Vec<&str> = shard.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["get_feature", "list_features", "record_route", "route_chat"]
+    );
+    let sig = |name: &str| &shard.iter().find(|(n, _)| n == name).unwrap().1;
+    assert_eq!(
+        sig("record_route").args,
+        ["requests:pajamax::Streaming<super::Point>"]
+    );
+    assert_eq!(
+        sig("record_route").output,
+        format!("{RESULT}<super::RouteSummary,pajamax::Status>")
+    );
+    assert_eq!(
+        sig("route_chat").args,
+        [
+            "requests:pajamax::Streaming<super::RouteNote>",
+            "sink:pajamax::Sink<super::RouteNote>"
+        ]
+    );
+    let code = compact_code(&out.code);
+    assert!(code.contains(
+        "(RouteGuideRequest::RecordRoute(requests),RouteGuideAnswer::RecordRoute(responder))\
+         =>{responder.respond(shard.record_route(requests));}"
+    ));
+    assert!(code.contains(
+        "(RouteGuideRequest::RouteChat(requests),RouteGuideAnswer::RouteChat(sink))\
+         =>{shard.route_chat(requests,sink);}"
+    ));
+    // The defaults answer UNIMPLEMENTED.
+    assert!(code.contains(&compact_code(
+        "Err(pajamax::Status::unimplemented(\"routeguide.RouteGuide/RecordRoute is not \
+         implemented\"))"
     )));
-    // They have no variant and no handler, and the shard says so.
-    let names = |e: &ItemEnum| variants(e).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
-    assert_eq!(
-        names(out.item_enum("RouteGuideRequest")),
-        ["GetFeature", "ListFeatures"]
-    );
-    assert_eq!(
-        names(out.item_enum("RouteGuideAnswer")),
-        ["GetFeature", "ListFeatures"]
-    );
-    let shard = out.item_trait("RouteGuideShard");
-    let shard_methods: Vec<String> = trait_methods(shard).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(shard_methods, ["get_feature", "list_features"]);
-    let docs = doc_text(&shard.attrs);
-    assert!(docs.contains("`RecordRoute`, `RouteChat`"), "{docs}");
+    assert!(code.contains(&compact_code(
+        "sink.finish(Err(pajamax::Status::unimplemented(\"routeguide.RouteGuide/RouteChat is \
+         not implemented\")));"
+    )));
 }
 
 #[test]
-fn dispatch_mode_without_served_methods_still_has_a_call() {
-    let out = dispatched(&service(
-        "",
-        "Uploader",
-        vec![client_streaming("Upload", "Chunk", "Done")],
-    ));
-    assert!(variants(out.item_enum("UploaderRequest")).is_empty());
-    assert!(variants(out.item_enum("UploaderAnswer")).is_empty());
+fn dispatch_mode_without_methods_still_has_a_call() {
+    let out = dispatched(&service("", "Nothing", vec![]));
+    assert!(variants(out.item_enum("NothingRequest")).is_empty());
+    assert!(variants(out.item_enum("NothingAnswer")).is_empty());
     let code = compact_code(&out.code);
-    assert!(code
-        .contains("pubfnhandle<S:UploaderShard+?Sized>(self,_shard:&mutS){matchself.request{}}"));
+    assert!(
+        code.contains("pubfnhandle<S:NothingShard+?Sized>(self,_shard:&mutS){matchself.request{}}")
+    );
     assert!(code.contains("matchself{}"));
     assert!(code.contains("match*self{}"));
     assert!(!code.contains("try_dispatch"));
-    assert_eq!(out.warnings.len(), 1);
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
 }
 
 #[test]
@@ -972,13 +1032,13 @@ fn keyword_methods_are_escaped() {
             .into_iter()
             .map(|(n, _)| n)
             .collect::<Vec<_>>(),
-        ["Type", "Self_"]
+        ["Type", "Self_", "Match"]
     );
     let shard: Vec<String> = trait_methods(out.item_trait("KeywordsShard"))
         .into_iter()
         .map(|(n, _)| n)
         .collect();
-    assert_eq!(shard, ["r#type", "self_"]);
+    assert_eq!(shard, ["r#type", "self_", "r#match"]);
     assert!(compact_code(&out.code).contains("responder.respond(shard.r#type(request));"));
     assert!(out.compile_errors().is_empty());
 }
@@ -1194,15 +1254,14 @@ fn clashing_method_names_give_a_compile_error_and_a_warning() {
     );
     assert_eq!(out.warnings.len(), 2);
 
-    // Streaming methods clash like the others in local mode, and not at all
-    // where dispatch mode does not serve them.
+    // Streaming methods clash like the others, in both modes.
     let clashing = service(
         "clash",
         "Clash",
         vec![method("Up", "A", "B"), client_streaming("up", "A", "B")],
     );
     assert_eq!(local(&clashing).compile_errors().len(), 2);
-    assert!(dispatched(&clashing).compile_errors().is_empty());
+    assert_eq!(dispatched(&clashing).compile_errors().len(), 2);
 }
 
 #[test]

@@ -22,7 +22,9 @@ pub mod names {
 use feed::feed_server::{FeedCall, FeedDispatch, FeedRequest, FeedShard};
 use feed::{Item, Key};
 use pajamax::dispatch::Sender;
-use pajamax::{BidiStream, ClientStream, ClientStreamHandler, Context, ServerStream, Sink, Status};
+use pajamax::{
+    BidiStream, ClientStream, ClientStreamHandler, Context, ServerStream, Sink, Status, Streaming,
+};
 use routeguide::route_guide_server::RouteGuide;
 use routeguide::{Feature, Point, Rectangle, RouteNote, RouteSummary};
 
@@ -124,6 +126,31 @@ impl FeedShard for Store {
         sink.finish(Ok(()));
     }
 
+    fn upload(&mut self, requests: Streaming<Item>) -> Result<Key, Status> {
+        let mut keys = Vec::new();
+        for item in requests {
+            let item = item?;
+            self.versions.insert(item.key.clone(), item.version);
+            keys.push(item.key);
+        }
+        Ok(Key {
+            key: keys.join(","),
+        })
+    }
+
+    fn chat(&mut self, requests: Streaming<Item>, mut sink: Sink<Item>) {
+        for item in requests {
+            let Ok(mut item) = item else {
+                return;
+            };
+            item.version += 1;
+            if sink.send(&item).is_err() {
+                return;
+            }
+        }
+        sink.finish(Ok(()));
+    }
+
     fn ping(&mut self, _request: ()) -> Result<(), Status> {
         Ok(())
     }
@@ -138,7 +165,7 @@ impl FeedDispatch for OneQueue {
     }
 }
 
-/// Sends nowhere: its services have no call to send.
+/// Sends uploads to its first queue; `Idle` has no call to send.
 pub struct Nowhere(
     pub Sender<feed::uploads_server::UploadsCall>,
     pub Sender<feed::idle_server::IdleCall>,
@@ -147,9 +174,9 @@ pub struct Nowhere(
 impl feed::uploads_server::UploadsDispatch for Nowhere {
     fn dispatch_to(
         &self,
-        request: &feed::uploads_server::UploadsRequest,
+        _request: &feed::uploads_server::UploadsRequest,
     ) -> &Sender<feed::uploads_server::UploadsCall> {
-        match *request {}
+        &self.0
     }
 }
 
@@ -311,27 +338,31 @@ mod tests {
     }
 
     #[test]
-    fn dispatch_mode_does_not_serve_client_or_bidi_streaming() {
-        let (sender, _queue) = pajamax::dispatch::channel(1);
+    fn dispatch_mode_queues_client_and_bidi_streaming_calls() {
+        let (sender, queue) = pajamax::dispatch::channel(4);
         let server = FeedServer::new(OneQueue(sender));
-        let err = with_context(|ctx| server.client_streaming(2, ctx)).unwrap_err();
-        assert_eq!(err.code(), Code::Unimplemented);
-        assert_eq!(
-            err.message(),
-            "feed.Feed/Upload: client-streaming methods are not served in dispatch mode"
-        );
-        let err = with_context(|ctx| server.bidi_streaming(3, ctx)).unwrap_err();
-        assert_eq!(
-            err.message(),
-            "feed.Feed/Chat: bidirectional-streaming methods are not served in dispatch mode"
-        );
+        // The stream is returned at once, the call queued with its stream
+        // of requests and where its answer goes.
+        with_context(|ctx| server.client_streaming(2, ctx)).unwrap();
+        let call = queue.try_recv().unwrap();
+        assert!(matches!(call.request, FeedRequest::Upload(_)));
+        let (_, answer) = call.into_parts();
+        assert!(matches!(answer, FeedAnswer::Upload(_)));
+        with_context(|ctx| server.bidi_streaming(3, ctx)).unwrap();
+        let call = queue.try_recv().unwrap();
+        assert!(matches!(call.request, FeedRequest::Chat(_)));
+        let (_, answer) = call.into_parts();
+        assert!(matches!(answer, FeedAnswer::Chat(_)));
 
-        let (uploads, _) = pajamax::dispatch::channel(1);
+        let (uploads, uploaded) = pajamax::dispatch::channel(1);
         let (idle, _) = pajamax::dispatch::channel(1);
         let nowhere = std::sync::Arc::new(Nowhere(uploads, idle));
         let server = feed::uploads_server::UploadsServer::from_arc(nowhere.clone());
-        let err = with_context(|ctx| server.client_streaming(0, ctx)).unwrap_err();
-        assert_eq!(err.code(), Code::Unimplemented);
+        with_context(|ctx| server.client_streaming(0, ctx)).unwrap();
+        assert!(matches!(
+            uploaded.try_recv().unwrap().request,
+            feed::uploads_server::UploadsRequest::Upload(_)
+        ));
         let server = feed::idle_server::IdleServer::from_arc(nowhere);
         assert!(server.methods().is_empty());
         assert_eq!(format!("{server:?}"), "IdleServer { .. }");

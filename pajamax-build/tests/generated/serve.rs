@@ -181,7 +181,7 @@ async fn local_mode_serves_every_kind() {
 }
 
 #[tokio::test]
-async fn dispatch_mode_serves_unary_and_server_streaming_calls() {
+async fn dispatch_mode_serves_every_kind() {
     let (sender, queue) = dispatch::channel::<FeedCall>(16);
     let backend = std::thread::spawn(move || {
         let mut store = Store::default();
@@ -207,20 +207,40 @@ async fn dispatch_mode_serves_unary_and_server_streaming_calls() {
     let versions: Vec<u32> = items.iter().map(|item| item.version).collect();
     assert_eq!(versions, [1, 2, 3]);
 
-    // Not served in dispatch mode.
+    // Client streaming: the shard reads the requests as they come.
+    let items = (1..=3).map(|version| Item {
+        key: format!("u{version}"),
+        version,
+    });
     client.ready().await.unwrap();
-    let status = client
+    let keys = client
         .client_streaming(
-            tonic::Request::new(tokio_stream::iter([Item::default()])),
+            tonic::Request::new(tokio_stream::iter(items.clone())),
             path("/feed.Feed/Upload"),
             codec::<Item, Key>(),
         )
         .await
-        .unwrap_err();
-    assert_eq!(status.code(), Code::Unimplemented);
+        .unwrap()
+        .into_inner();
+    assert_eq!(keys.key, "u1,u2,u3");
+
+    // Bidirectional: each request answered on the shard's thread.
+    client.ready().await.unwrap();
+    let answers = collect(
+        client
+            .streaming(
+                tonic::Request::new(tokio_stream::iter(items)),
+                path("/feed.Feed/Chat"),
+                codec::<Item, Item>(),
+            )
+            .await,
+    )
+    .await
+    .unwrap();
+    let versions: Vec<(String, u32)> = answers.into_iter().map(|i| (i.key, i.version)).collect();
     assert_eq!(
-        status.message(),
-        "feed.Feed/Upload: client-streaming methods are not served in dispatch mode"
+        versions,
+        [("u1".into(), 2), ("u2".into(), 3), ("u3".into(), 4)]
     );
 
     shutdown(server).await;

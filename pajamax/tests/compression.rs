@@ -60,6 +60,10 @@ impl Service for Zip {
                 name: "MixedEcho",
                 kind: MethodKind::BidiStreaming,
             },
+            Method {
+                name: "LookLater",
+                kind: MethodKind::Unary,
+            },
         ];
         METHODS
     }
@@ -108,10 +112,17 @@ impl Service for Zip {
         if method == 1 {
             ctx.compress_response(false);
         }
-        reply.encode(&Look {
+        let answer = Look {
             request_compressed: ctx.request_compressed(),
             blob: look.blob,
-        });
+        };
+        if method == 5 {
+            // Answered from another thread.
+            let responder = ctx.defer();
+            std::thread::spawn(move || responder.respond(Ok(answer)));
+            return Ok(());
+        }
+        reply.encode(&answer);
         Ok(())
     }
 }
@@ -427,14 +438,27 @@ struct Wire {
 /// `body` as its one DATA frame, and listens for its end.
 fn raw_call(addr: SocketAddr, method: &str, extra: &[(&str, &str)], body: &[u8]) -> Wire {
     let mut peer = TcpClient::handshake(addr, &[]).unwrap();
+    raw_call_on(&mut peer, 1, method, extra, body)
+}
+
+/// As [`raw_call`], on `stream` of the connection `peer` holds: the
+/// header block of a call that repeats an earlier call's fields repeats
+/// its block (the fields are in the client's dynamic table).
+fn raw_call_on(
+    peer: &mut TcpClient,
+    stream: u32,
+    method: &str,
+    extra: &[(&str, &str)],
+    body: &[u8],
+) -> Wire {
     let mut bytes = peer
         .client
-        .request_headers(1, &format!("/test.Zip/{method}"), extra, false)
+        .request_headers(stream, &format!("/test.Zip/{method}"), extra, false)
         .to_bytes();
     // In frames of at most the default SETTINGS_MAX_FRAME_SIZE.
     let mut chunks = body.chunks(16 << 10).peekable();
     while let Some(chunk) = chunks.next() {
-        Frame::data(1, chunk, chunks.peek().is_none()).write(&mut bytes);
+        Frame::data(stream, chunk, chunks.peek().is_none()).write(&mut bytes);
     }
     peer.send(&bytes).unwrap();
 
@@ -442,7 +466,7 @@ fn raw_call(addr: SocketAddr, method: &str, extra: &[(&str, &str)], body: &[u8])
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut body = Vec::new();
     let mut buf = vec![0; 64 << 10];
-    while peer.client.heard().status(1).is_none() {
+    while peer.client.heard().status(stream).is_none() {
         let left = deadline
             .checked_duration_since(Instant::now())
             .filter(|left| !left.is_zero())
@@ -451,7 +475,7 @@ fn raw_call(addr: SocketAddr, method: &str, extra: &[(&str, &str)], body: &[u8])
         let n = peer.socket.read(&mut buf).expect("the server answers");
         assert!(n > 0, "the server closed the connection mid-call");
         for received in peer.client.receive(&buf[..n]).unwrap() {
-            if received.frame.stream == 1 {
+            if received.frame.stream == stream {
                 body.extend_from_slice(received.frame.data_bytes().unwrap_or_default());
             }
         }
@@ -564,6 +588,76 @@ fn answers_take_the_requests_compression_else_gzip_else_deflate() {
         let answer = Look::decode(&inflate(answered.as_bytes(), payload)[..]).unwrap();
         assert_eq!(answer.request_compressed, sent != "identity", "{case}");
         assert_eq!(answer.blob, request.blob, "{case}");
+    }
+    server.shutdown();
+}
+
+/// Calls whose header block repeats an earlier one on the connection
+/// (each method's third call; its second one is the first with every
+/// field indexed) answer with the compression a fresh read of the block
+/// chose: unary calls with a whole plain body (answered from the light
+/// record) or a compressed one, answered inline or from a thread, and
+/// streams from a producer, a thread and a handler on the worker.
+#[test]
+fn repeated_header_blocks_answer_with_the_same_compression() {
+    let server = start(true);
+    let request = Look {
+        request_compressed: false,
+        blob: vec![b'r'; 3000],
+    };
+    let encoded = request.encode_to_vec();
+    for (sent, accepted, answered) in [
+        ("deflate", "gzip,deflate", Some("deflate")),
+        ("identity", "deflate", Some("deflate")),
+        ("gzip", "deflate", Some("deflate")),
+        ("identity", "gzip,deflate", Some("gzip")),
+        ("deflate", "identity", None),
+    ] {
+        let body = match sent {
+            "gzip" => compressed_message(&gzip(&encoded)),
+            "deflate" => compressed_message(&zlib(&encoded)),
+            _ => pajamax_test_peer::grpc::message(&encoded),
+        };
+        let two = [body.clone(), body.clone()].concat();
+        let extra = [("grpc-encoding", sent), ("grpc-accept-encoding", accepted)];
+        let mut peer = TcpClient::handshake(server.local_addr(), &[]).unwrap();
+        // Room for every answer on the connection.
+        peer.send(&Frame::window_update(0, 1 << 30).to_bytes())
+            .unwrap();
+        let mut stream = 1;
+        for (method, body, flags) in [
+            ("Look", &body, &[1][..]),
+            ("LookLater", &body, &[1]),
+            ("Mixed", &body, &[1, 0, 1]),
+            ("MixedThread", &body, &[1, 0, 1]),
+            ("MixedEcho", &two, &[1, 0, 1, 0]),
+        ] {
+            for call in 1..=3 {
+                let case = format!("{method} call {call}: {sent} accepting {accepted}");
+                let wire = raw_call_on(&mut peer, stream, method, &extra, body);
+                assert_eq!(wire.heard.status(stream), Some("0"), "{case}");
+                stream += 2;
+                assert_eq!(
+                    wire.heard.blocks[0].get("grpc-encoding"),
+                    answered.map(str::as_bytes),
+                    "{case}"
+                );
+                let got: Vec<u8> = wire.messages.iter().map(|(flag, _)| *flag).collect();
+                let want: Vec<u8> = flags
+                    .iter()
+                    .map(|&f| f * answered.is_some() as u8)
+                    .collect();
+                assert_eq!(got, want, "{case}");
+                for (flag, payload) in &wire.messages {
+                    let bytes = match (flag, answered) {
+                        (1, Some(answered)) => inflate(answered.as_bytes(), payload),
+                        _ => payload.clone(),
+                    };
+                    let answer = Look::decode(&bytes[..]).unwrap();
+                    assert_eq!(answer.blob, request.blob, "{case}");
+                }
+            }
+        }
     }
     server.shutdown();
 }

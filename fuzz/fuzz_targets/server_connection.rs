@@ -51,21 +51,22 @@
 //!   output grows with something other than what the client sent, such as
 //!   a long header value held in the HPACK dynamic table and echoed back
 //!   each time a one-byte index names it. A compressed answer adds about
-//!   20 bytes of gzip per message: a one-byte `Tick` message, 8 bytes
-//!   framed, goes out in 28, 37 with its own DATA frame's header, still
-//!   below the bound;
+//!   20 bytes of gzip per message (fewer for deflate): a one-byte `Tick`
+//!   message, 8 bytes framed, goes out in 28, 37 with its own DATA
+//!   frame's header, still below the bound;
 //! - the output is a well-formed frame stream: see `pajamax_fuzz::peer`;
 //!   among its checks, the last stream id of the GOAWAYs never grows, and
 //!   nothing but RST_STREAM goes on a stream above the one they named;
 //! - the gRPC messages of each answer's DATA, read across frames, have the
 //!   flag 0 or 1 (never the server's internal marks, 0x80 for a message to
 //!   go uncompressed and 0xff for one whose encoding panicked halfway), 1
-//!   only after `grpc-encoding: gzip` in the response headers, and then
-//!   are gzip; a stream that ends does so between messages. The echo
-//!   service turns compression on for clients that send
-//!   `grpc-accept-encoding: gzip`, sends messages uncompressed in such
-//!   calls and answers with messages whose encoding panics, as its
-//!   requests' first bytes choose (`Choice` in `pajamax_fuzz::echo`).
+//!   only after `grpc-encoding: gzip` or `deflate` in the response
+//!   headers, and then are gzip or zlib's format as it says; a stream that
+//!   ends does so between messages. The echo service turns compression on
+//!   for clients that send `grpc-accept-encoding: gzip` (or `deflate`),
+//!   sends messages uncompressed in such calls and answers with messages
+//!   whose encoding panics, as its requests' first bytes choose (`Choice`
+//!   in `pajamax_fuzz::echo`).
 
 #![no_main]
 

@@ -13,7 +13,8 @@
 //!
 //! A message (or a byte of `Tick`'s request) whose first byte is 0xe0 to
 //! 0xfd is a [`Choice`]: its low bits turn compression on or off for the
-//! call (which a client that sent `grpc-accept-encoding: gzip` gets), send
+//! call (which a client that sent `grpc-accept-encoding: gzip` or
+//! `deflate` gets), send
 //! answers uncompressed in a call that compresses
 //! (`Responses::send_uncompressed`, `Next::Uncompressed`), or answer with a
 //! message whose encoding panics halfway ([`Answer`]). (`Sink`'s
@@ -81,8 +82,8 @@ fn check(message: &[u8]) -> Result<(), Status> {
 /// - 0x08: an answer whose encoding panics halfway ([`Answer::cut`]).
 ///
 /// Compression reaches the wire only for a client that sent
-/// `grpc-accept-encoding: gzip`, and only while the response headers have
-/// not gone.
+/// `grpc-accept-encoding: gzip` (or `deflate`), and only while the
+/// response headers have not gone.
 #[derive(Clone, Copy, Default)]
 struct Choice(u8);
 

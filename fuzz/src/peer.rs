@@ -7,16 +7,17 @@
 //! client reads them, across DATA frames: every flag byte is 0 or 1
 //! (never a mark of the server's own, such as its 0x80 for a message to
 //! go uncompressed or its 0xff for one whose encoding did not finish), 1
-//! only on a stream whose response headers said `grpc-encoding: gzip`; a
-//! compressed message is gzip (the first of each stream inflates, the
-//! others start as gzip does); a stream that ends (END_STREAM) ends on a
-//! message boundary: no length prefix promises more than the stream
-//! carries. DATA comes after the response headers.
+//! only on a stream whose response headers said `grpc-encoding: gzip` or
+//! `deflate`; a compressed message is in that format, gzip or zlib's (the
+//! first of each stream inflates, the others start as the format does); a
+//! stream that ends (END_STREAM) ends on a message boundary: no length
+//! prefix promises more than the stream carries. DATA comes after the
+//! response headers.
 
 use std::collections::HashMap;
 use std::io::Read;
 
-use flate2::read::MultiGzDecoder;
+use flate2::read::{MultiGzDecoder, ZlibDecoder};
 
 use pajamax_test_peer::{flag, kind, FrameHeader, HeaderBlock, Reader, Received};
 
@@ -31,10 +32,58 @@ struct StreamState {
     /// The response headers said `content-type: application/grpc...`:
     /// its DATA carries gRPC messages (not, say, the text of a 415).
     grpc: bool,
-    /// The response headers said `grpc-encoding: gzip`.
-    gzip: bool,
+    /// How the response headers said the messages are compressed
+    /// (`grpc-encoding`).
+    compression: Compression,
     /// The gRPC messages of its DATA so far.
     messages: Messages,
+}
+
+/// A compression the server may answer with, as `grpc-encoding` names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Compression {
+    /// No `grpc-encoding`, or one the server does not compress with.
+    #[default]
+    None,
+    /// `gzip` (RFC 1952).
+    Gzip,
+    /// `deflate`: the zlib format (RFC 1950).
+    Deflate,
+}
+
+impl Compression {
+    fn of(value: &[u8]) -> Compression {
+        match value {
+            b"gzip" => Compression::Gzip,
+            b"deflate" => Compression::Deflate,
+            _ => Compression::None,
+        }
+    }
+
+    /// The shortest message in the format: a gzip member's header and
+    /// trailer, or a zlib stream's header, an empty final block and its
+    /// Adler-32.
+    fn min_len(self) -> usize {
+        match self {
+            Compression::Gzip => GZIP_MIN_LEN,
+            _ => ZLIB_MIN_LEN,
+        }
+    }
+
+    /// Whether a message's first bytes start the format.
+    fn starts(self, magic: [u8; 3]) -> bool {
+        match self {
+            Compression::Gzip => magic == GZIP_MAGIC,
+            // deflate with a window of at most 32 KiB, no preset
+            // dictionary, and the header's check (RFC 1950 section 2.2).
+            _ => {
+                magic[0] & 0x0f == 8
+                    && magic[0] >> 4 <= 7
+                    && magic[1] & 0x20 == 0
+                    && u16::from_be_bytes([magic[0], magic[1]]).is_multiple_of(31)
+            }
+        }
+    }
 }
 
 /// The largest compressed message whose body is kept to be inflated (the
@@ -48,13 +97,17 @@ const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
 /// A gzip member's header and trailer, without any data.
 const GZIP_MIN_LEN: usize = 18;
 
+/// A zlib stream of no data: its header, an empty final block, its
+/// Adler-32.
+const ZLIB_MIN_LEN: usize = 8;
+
 /// The gRPC messages of one stream's DATA, read as they arrive, whatever
 /// the DATA frames' bounds: the prefix of the message under way and how
 /// much of its body is still to come. Every compressed message must start
-/// as gzip does; the first one of the stream (at most [`INFLATE_LIMIT`]
-/// bytes) is kept until it is whole and inflated. Inflating each one
-/// would double what a compressed answer costs the target, for little:
-/// the server deflates every message the same way.
+/// as its format (gzip or zlib's) does; the first one of the stream (at
+/// most [`INFLATE_LIMIT`] bytes) is kept until it is whole and inflated.
+/// Inflating each one would double what a compressed answer costs the
+/// target, for little: the server deflates every message the same way.
 #[derive(Default)]
 struct Messages {
     /// The 5-byte prefix of the message under way, as far as it came.
@@ -64,18 +117,21 @@ struct Messages {
     /// whole.
     remaining: usize,
     /// The message under way is compressed: its first bytes, as far as
-    /// they came, to compare with [`GZIP_MAGIC`].
+    /// they came, to check with [`Compression::starts`].
     magic: Option<([u8; 3], usize)>,
+    /// How the messages of the stream are compressed.
+    compression: Compression,
     /// The body of the compressed message under way, to inflate.
-    gzip: Option<Vec<u8>>,
+    kept: Option<Vec<u8>>,
     /// A compressed message of this stream was kept to be inflated.
     inflated: bool,
 }
 
 impl Messages {
     /// Reads the DATA payload `data` of `stream`, whose response headers
-    /// said gzip if `gzip`.
-    fn feed(&mut self, stream: u32, gzip: bool, mut data: &[u8], trace: bool) {
+    /// named `compression`.
+    fn feed(&mut self, stream: u32, compression: Compression, mut data: &[u8], trace: bool) {
+        self.compression = compression;
         while !data.is_empty() {
             if self.prefix_len < self.prefix.len() {
                 let n = (self.prefix.len() - self.prefix_len).min(data.len());
@@ -83,7 +139,7 @@ impl Messages {
                 self.prefix_len += n;
                 data = &data[n..];
                 if self.prefix_len == self.prefix.len() {
-                    self.start(stream, gzip, trace);
+                    self.start(stream, trace);
                 }
                 continue;
             }
@@ -94,7 +150,7 @@ impl Messages {
                 magic[*have..*have + m].copy_from_slice(&body[..m]);
                 *have += m;
             }
-            if let Some(kept) = &mut self.gzip {
+            if let Some(kept) = &mut self.kept {
                 kept.extend_from_slice(body);
             }
             self.remaining -= n;
@@ -106,7 +162,7 @@ impl Messages {
     }
 
     /// The prefix of a message is whole.
-    fn start(&mut self, stream: u32, gzip: bool, trace: bool) {
+    fn start(&mut self, stream: u32, trace: bool) {
         let [flag, len @ ..] = self.prefix;
         let len = u32::from_be_bytes(len) as usize;
         if trace {
@@ -117,18 +173,19 @@ impl Messages {
             "message on stream {stream} with the flag byte {flag:#04x} (length {len})"
         );
         if flag == 1 {
+            let compression = self.compression;
             assert!(
-                gzip,
-                "compressed message on stream {stream}, whose response headers did not say grpc-encoding: gzip"
+                compression != Compression::None,
+                "compressed message on stream {stream}, whose response headers did not say grpc-encoding: gzip or deflate"
             );
             assert!(
-                len >= GZIP_MIN_LEN,
-                "compressed message on stream {stream} of {len} bytes, too short for gzip"
+                len >= compression.min_len(),
+                "compressed message on stream {stream} of {len} bytes, too short for {compression:?}"
             );
             self.magic = Some(([0; 3], 0));
             if !self.inflated && len <= INFLATE_LIMIT {
                 self.inflated = true;
-                self.gzip = Some(Vec::with_capacity(len));
+                self.kept = Some(Vec::with_capacity(len));
             }
         }
         self.remaining = len;
@@ -137,20 +194,27 @@ impl Messages {
         }
     }
 
-    /// The message under way is whole: a compressed one must be gzip, and
-    /// inflate if it was kept.
+    /// The message under way is whole: a compressed one must be in the
+    /// stream's format, and inflate if it was kept.
     fn end(&mut self, stream: u32) {
+        let compression = self.compression;
         if let Some((magic, _)) = self.magic.take() {
-            assert_eq!(
-                magic, GZIP_MAGIC,
-                "compressed message on stream {stream} that is not gzip"
+            assert!(
+                compression.starts(magic),
+                "compressed message on stream {stream} that is not {compression:?}: {magic:02x?}"
             );
         }
-        if let Some(body) = self.gzip.take() {
+        if let Some(body) = self.kept.take() {
             let mut inflated = Vec::new();
-            let read = MultiGzDecoder::new(&body[..])
-                .take(INFLATE_LIMIT as u64)
-                .read_to_end(&mut inflated);
+            let read = if compression == Compression::Gzip {
+                MultiGzDecoder::new(&body[..])
+                    .take(INFLATE_LIMIT as u64)
+                    .read_to_end(&mut inflated)
+            } else {
+                ZlibDecoder::new(&body[..])
+                    .take(INFLATE_LIMIT as u64)
+                    .read_to_end(&mut inflated)
+            };
             assert!(
                 read.is_ok(),
                 "compressed message on stream {stream} does not inflate ({read:?}): {body:02x?}"
@@ -317,7 +381,10 @@ impl ServerOutput {
                     "server sent {head:?} before the response headers"
                 );
                 if state.grpc {
-                    state.messages.feed(head.stream, state.gzip, payload, trace);
+                    let compression = state.compression;
+                    state
+                        .messages
+                        .feed(head.stream, compression, payload, trace);
                 }
                 if head.has(flag::END_STREAM) {
                     state.ended = true;
@@ -399,7 +466,7 @@ impl ServerOutput {
             for (name, value) in &fields {
                 match &name[..] {
                     b"content-type" => state.grpc = value.starts_with(b"application/grpc"),
-                    b"grpc-encoding" => state.gzip = value == b"gzip",
+                    b"grpc-encoding" => state.compression = Compression::of(value),
                     _ => {}
                 }
             }

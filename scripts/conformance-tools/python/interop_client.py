@@ -23,7 +23,8 @@ each stream. The slow reader below counts the answers that went through it.
 Beyond the descriptions, three cases of this client's own:
 - deflate_both_ways: a large_unary and a StreamingInputCall sent compressed
   with deflate (the zlib format, as the C core makes it), the unary answer
-  asked to come compressed;
+  asked to come compressed, and coming with deflate too (the request's
+  own compression, which grpcio accepts);
 - concurrent_streams: 100 FullDuplexCall ping-pongs and 100 large_unary
   calls at once on one channel;
 - slow_reader_server_streaming: a 4 MiB StreamingOutputCall read one
@@ -156,6 +157,8 @@ class FrameTap:
         self.upstream = (host, port)
         # direction ("request" or "response") -> stream id -> [(flag, length)]
         self.messages = {"request": {}, "response": {}}
+        # the same -> [the first two bytes of each message]
+        self.starts = {"request": {}, "response": {}}
         self.server = None
         self.port = None
         self.tasks = set()
@@ -173,6 +176,11 @@ class FrameTap:
     def streams(self, direction):
         """The streams seen in `direction`, in the order of their ids."""
         return [self.messages[direction][sid] for sid in sorted(self.messages[direction])]
+
+    def starts_of(self, direction):
+        """The first two bytes of each message of the streams seen in
+        `direction`, in the order of their ids."""
+        return [self.starts[direction][sid] for sid in sorted(self.starts[direction])]
 
     async def _accept(self, client_reader, client_writer):
         server_reader, server_writer = await asyncio.open_connection(*self.upstream)
@@ -200,14 +208,14 @@ class FrameTap:
                     taken = min(skip, len(frames))
                     del frames[:taken]
                     skip -= taken
-                self._parse(frames, pending, self.messages[direction])
+                self._parse(frames, pending, self.messages[direction], self.starts[direction])
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
             writer.close()
 
     @staticmethod
-    def _parse(frames, pending, seen):
+    def _parse(frames, pending, seen, starts):
         while len(frames) >= 9:
             length = int.from_bytes(frames[0:3], "big")
             if len(frames) < 9 + length:
@@ -227,6 +235,7 @@ class FrameTap:
                 if len(data) < 5 + size:
                     break
                 seen.setdefault(stream, []).append((data[0], size))
+                starts.setdefault(stream, []).append(bytes(data[5 : 5 + min(size, 2)]))
                 del data[: 5 + size]
 
 
@@ -551,6 +560,12 @@ async def deflate_both_ways(tapped, tap, **_):
     check(flags_of(got)[0] == [1], f"the unary answer's flags are {flags_of(got)[0]}, not [1]")
     small = all(length < 2000 for stream in sent + got[:1] for _, length in stream)
     check(small, f"compressed lengths: requests {sent}, answer {got[0]}")
+    # The unary answer took the request's compression, which grpcio
+    # accepts: a zlib stream (CMF 0x78 for deflate with a 32 KiB window,
+    # and the header's check), not a gzip member (1f 8b).
+    start = tap.starts_of("response")[0][0]
+    zlib = len(start) == 2 and start[0] == 0x78 and int.from_bytes(start, "big") % 31 == 0
+    check(zlib, f"the unary answer starts {start.hex()}, not as a zlib stream")
 
 
 @case

@@ -662,6 +662,63 @@ fn repeated_header_blocks_answer_with_the_same_compression() {
     server.shutdown();
 }
 
+/// A thread's compressed answers that its stream cannot take (the client's
+/// windows shut, the stream's send buffer full) wait in the call's backlog
+/// and leave from there, once the windows open, compressed as the call
+/// chose: deflate here.
+#[test]
+fn a_threads_answers_held_back_leave_with_the_chosen_compression() {
+    let server = start(true);
+    // Bytes that do not compress: the three answers of `MixedThread` (the
+    // first and last compressed) are 40 KB each, past a stream's 64 KiB
+    // send buffer together.
+    let mut blob = Vec::with_capacity(40_000);
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    while blob.len() < 40_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        blob.extend_from_slice(&x.to_le_bytes());
+    }
+    let request = Look {
+        request_compressed: false,
+        blob,
+    };
+    let body = compressed_message(&zlib(&request.encode_to_vec()));
+    // No window for any stream until the thread has sent everything.
+    let mut peer = TcpClient::handshake(server.local_addr(), &[(0x4, 0)]).unwrap();
+    let mut opener = peer.socket.try_clone().unwrap();
+    let open = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let mut bytes = Frame::settings(&[(0x4, 1 << 20)]).to_bytes();
+        Frame::window_update(0, 1 << 30).write(&mut bytes);
+        opener.write_all(&bytes).unwrap();
+    });
+    let extra = [
+        ("grpc-encoding", "deflate"),
+        ("grpc-accept-encoding", "gzip,deflate"),
+    ];
+    let wire = raw_call_on(&mut peer, 1, "MixedThread", &extra, &body);
+    open.join().unwrap();
+    assert_eq!(wire.heard.status(1), Some("0"));
+    assert_eq!(
+        wire.heard.blocks[0].get("grpc-encoding"),
+        Some(&b"deflate"[..])
+    );
+    let flags: Vec<u8> = wire.messages.iter().map(|(flag, _)| *flag).collect();
+    assert_eq!(flags, [1, 0, 1]);
+    for (flag, payload) in &wire.messages {
+        let bytes = if *flag == 1 {
+            inflate(b"deflate", payload)
+        } else {
+            payload.clone()
+        };
+        assert_eq!(Look::decode(&bytes[..]).unwrap().blob, request.blob);
+    }
+    drop(peer);
+    server.shutdown();
+}
+
 #[test]
 fn a_handler_that_turns_compression_off_answers_uncompressed() {
     // The server compresses by default and the client sends and accepts

@@ -25,20 +25,71 @@ struct Names {
 struct Parts {
     /// Its variant of the request enum.
     request_variant: TokenStream,
-    /// Its variant of the answer enum.
-    answer_variant: TokenStream,
+    /// Its variant of the answer enum, and that variant's arms.
+    answer: Answer,
     /// Its shard trait method.
     shard_method: TokenStream,
     /// Its arm of `handle`'s match on `(request, answer)`.
     handle: TokenStream,
-    /// Its arm of the answer's `fail`, which ends the call with `status`.
-    fail: TokenStream,
-    /// Its arm of the answer's `trailers_mut`.
-    trailers: TokenStream,
-    /// Its arm of the answer's `is_cancelled`.
-    cancelled: TokenStream,
     /// What its entry point's arm does.
     route: TokenStream,
+}
+
+/// Where a method's answer goes: a `Responder` (one answer: unary and
+/// client-streaming methods) or a `Sink` (a stream of them).
+#[derive(Clone, Copy, PartialEq)]
+enum Through {
+    Responder,
+    Sink,
+}
+
+/// A method's variant of the answer enum and its arms of the enum's
+/// methods.
+struct Answer {
+    variant: TokenStream,
+    /// Its arm of `fail`, which ends the call with `status`.
+    fail: TokenStream,
+    /// Its arm of `trailers_mut`.
+    trailers: TokenStream,
+    /// Its arm of `is_cancelled`.
+    cancelled: TokenStream,
+}
+
+impl Answer {
+    fn new(method: &MethodCode<'_>, through: Through) -> Answer {
+        let MethodCode {
+            variant, output, ..
+        } = method;
+        if through == Through::Responder {
+            let variant_doc = doc(&format!(
+                "Where the answer of a `{}` call goes.",
+                method.route
+            ));
+            Answer {
+                variant: quote! {
+                    #variant_doc
+                    #variant(pajamax::Responder),
+                },
+                fail: quote!(Self::#variant(responder) => responder.respond::<()>(Err(status)),),
+                trailers: quote!(Self::#variant(responder) => responder.trailers_mut(),),
+                cancelled: quote!(Self::#variant(responder) => responder.is_cancelled(),),
+            }
+        } else {
+            let variant_doc = doc(&format!(
+                "Where the answers of a `{}` call go.",
+                method.route
+            ));
+            Answer {
+                variant: quote! {
+                    #variant_doc
+                    #variant(pajamax::Sink<#output>),
+                },
+                fail: quote!(Self::#variant(sink) => sink.finish(Err(status)),),
+                trailers: quote!(Self::#variant(sink) => sink.trailers_mut(),),
+                cancelled: quote!(Self::#variant(sink) => sink.is_cancelled(),),
+            }
+        }
+    }
 }
 
 /// The request variant of a unary or server-streaming method.
@@ -104,10 +155,6 @@ fn unary(method: &MethodCode<'_>, names: &Names) -> Parts {
     let Names {
         request, answer, ..
     } = names;
-    let answer_doc = doc(&format!(
-        "Where the answer of a `{}` call goes.",
-        method.route
-    ));
     let proto = proto_doc(&method.proto.comments);
     let shard_doc = doc(&format!(
         "Handles `{}`: one request, one answer. The default answers `UNIMPLEMENTED`.\n\
@@ -126,10 +173,7 @@ fn unary(method: &MethodCode<'_>, names: &Names) -> Parts {
     );
     Parts {
         request_variant: request_variant(method),
-        answer_variant: quote! {
-            #answer_doc
-            #variant(pajamax::Responder),
-        },
+        answer: Answer::new(method, Through::Responder),
         shard_method: quote! {
             #proto
             #shard_doc
@@ -143,9 +187,6 @@ fn unary(method: &MethodCode<'_>, names: &Names) -> Parts {
                 responder.respond(shard.#name(#argument));
             }
         },
-        fail: quote!(Self::#variant(responder) => responder.respond::<()>(Err(status)),),
-        trailers: quote!(Self::#variant(responder) => responder.trailers_mut(),),
-        cancelled: quote!(Self::#variant(responder) => responder.is_cancelled(),),
         route: quote!({
             #route
             Ok(())
@@ -166,10 +207,6 @@ fn server_streaming(method: &MethodCode<'_>, names: &Names) -> Parts {
     let Names {
         request, answer, ..
     } = names;
-    let answer_doc = doc(&format!(
-        "Where the answers of a `{}` call go.",
-        method.route
-    ));
     let proto = proto_doc(&method.proto.comments);
     let shard_doc = doc(&format!(
         "Handles `{}`: one request, a stream of answers, sent through `sink`.\n\
@@ -195,10 +232,7 @@ fn server_streaming(method: &MethodCode<'_>, names: &Names) -> Parts {
     );
     Parts {
         request_variant: request_variant(method),
-        answer_variant: quote! {
-            #answer_doc
-            #variant(pajamax::Sink<#output>),
-        },
+        answer: Answer::new(method, Through::Sink),
         shard_method: quote! {
             #proto
             #shard_doc
@@ -212,9 +246,6 @@ fn server_streaming(method: &MethodCode<'_>, names: &Names) -> Parts {
                 shard.#name(#argument, sink);
             }
         },
-        fail: quote!(Self::#variant(sink) => sink.finish(Err(status)),),
-        trailers: quote!(Self::#variant(sink) => sink.trailers_mut(),),
-        cancelled: quote!(Self::#variant(sink) => sink.is_cancelled(),),
         // When the call could not be queued, its sink has finished it:
         // the stream returned ends with that status.
         route: quote!({
@@ -239,10 +270,11 @@ fn inbound_request_variant(method: &MethodCode<'_>) -> TokenStream {
     }
 }
 
-/// A client-streaming method: the shard reads the request messages from
-/// the call's `Streaming` and returns the answer, which the call's
-/// `Responder` takes back to the worker.
-fn client_streaming(method: &MethodCode<'_>, names: &Names) -> Parts {
+/// A client-streaming or bidirectional method: the shard reads the request
+/// messages from the call's `Streaming`, and returns the answer, which the
+/// call's `Responder` takes back to the worker (client streaming), or sends
+/// the answers through the call's `Sink` (bidirectional).
+fn inbound(method: &MethodCode<'_>, names: &Names) -> Parts {
     let MethodCode {
         name,
         variant,
@@ -253,139 +285,95 @@ fn client_streaming(method: &MethodCode<'_>, names: &Names) -> Parts {
     let Names {
         request, answer, ..
     } = names;
-    let answer_doc = doc(&format!(
-        "Where the answer of a `{}` call goes.",
-        method.route
-    ));
     let proto = proto_doc(&method.proto.comments);
-    let shard_doc = doc(&format!(
-        "Handles `{}`: a stream of requests, read from `requests`, one answer. The\n\
-         default answers `UNIMPLEMENTED`.\n\
-         \n\
-         [`Streaming`](pajamax::Streaming) blocks until the next message comes: the\n\
-         thread reads at the client's pace, and the calls queued behind it wait, so a\n\
-         long stream may be better moved to a thread of its own. It yields an error\n\
-         once the call has ended (the client cancelled, the deadline passed, the\n\
-         connection closed): stop then.\n\
-         \n\
-         # Errors\n\
-         \n\
-         The [`Status`](pajamax::Status) to end the call with instead of an answer.",
-        method.route
-    ));
     let unimplemented = method.unimplemented();
+    let (through, channel, to, shard_doc) = if method.kind == Kind::ClientStreaming {
+        (
+            Through::Responder,
+            quote!(pajamax::ClientStream::<#input, #output>),
+            format_ident!("responder"),
+            "a stream of requests, read from `requests`, one answer. The default\n\
+             answers `UNIMPLEMENTED`.\n\
+             \n\
+             [`Streaming`](pajamax::Streaming) blocks until the next message comes: the\n\
+             thread reads at the client's pace, and the calls queued behind it wait, so a\n\
+             long stream may be better moved to a thread of its own. It yields an error\n\
+             once the call has ended (the client cancelled, the deadline passed, the\n\
+             connection closed): stop then.\n\
+             \n\
+             # Errors\n\
+             \n\
+             The [`Status`](pajamax::Status) to end the call with instead of an answer.",
+        )
+    } else {
+        (
+            Through::Sink,
+            quote!(pajamax::BidiStream::<#input, #output>),
+            format_ident!("sink"),
+            "a stream of requests, read from `requests`, and a stream of answers,\n\
+             sent through `sink`.\n\
+             \n\
+             [`Streaming`](pajamax::Streaming) blocks until the next message comes and\n\
+             [`Sink::send`](pajamax::Sink::send) waits for flow-control credit: the thread\n\
+             goes at the client's pace, and the calls queued behind it wait, so a long\n\
+             stream may be better moved to a thread of its own. Both fail once the call has\n\
+             ended (the client cancelled, the deadline passed, the connection closed): stop\n\
+             then. End with [`Sink::finish`](pajamax::Sink::finish); a sink dropped\n\
+             unfinished ends the call `INTERNAL`. The default finishes with\n\
+             `UNIMPLEMENTED`.",
+        )
+    };
+    let shard_doc = doc(&format!("Handles `{}`: {shard_doc}", method.route));
+    let (shard_method, handle) = if through == Through::Responder {
+        (
+            quote! {
+                fn #name(
+                    &mut self,
+                    requests: pajamax::Streaming<#input>,
+                ) -> ::core::result::Result<#output, pajamax::Status> {
+                    Err(#unimplemented)
+                }
+            },
+            quote!(responder.respond(shard.#name(requests));),
+        )
+    } else {
+        (
+            quote! {
+                fn #name(
+                    &mut self,
+                    requests: pajamax::Streaming<#input>,
+                    sink: pajamax::Sink<#output>,
+                ) {
+                    sink.finish(Err(#unimplemented));
+                }
+            },
+            quote!(shard.#name(requests, sink);),
+        )
+    };
     let route = queue(
         names,
         quote! {
-            let (stream, requests, responder) =
-                pajamax::ClientStream::<#input, #output>::channel(ctx);
+            let (stream, requests, #to) = #channel::channel(ctx);
             let request = #request::#variant(requests);
         },
-        quote!(let answer = #answer::#variant(responder);),
+        quote!(let answer = #answer::#variant(#to);),
     );
     Parts {
         request_variant: inbound_request_variant(method),
-        answer_variant: quote! {
-            #answer_doc
-            #variant(pajamax::Responder),
-        },
+        answer: Answer::new(method, through),
         shard_method: quote! {
             #proto
             #shard_doc
             #[allow(unused_variables)]
-            fn #name(
-                &mut self,
-                requests: pajamax::Streaming<#input>,
-            ) -> ::core::result::Result<#output, pajamax::Status> {
-                Err(#unimplemented)
-            }
+            #shard_method
         },
         handle: quote! {
-            (#request::#variant(requests), #answer::#variant(responder)) => {
-                responder.respond(shard.#name(requests));
+            (#request::#variant(requests), #answer::#variant(#to)) => {
+                #handle
             }
         },
-        fail: quote!(Self::#variant(responder) => responder.respond::<()>(Err(status)),),
-        trailers: quote!(Self::#variant(responder) => responder.trailers_mut(),),
-        cancelled: quote!(Self::#variant(responder) => responder.is_cancelled(),),
-        // When the call could not be queued, its responder has answered
-        // it: the stream returned ends with that status.
-        route: quote!({
-            #route
-            Ok(stream.into_raw())
-        }),
-    }
-}
-
-/// A bidirectional method: the shard reads the request messages from the
-/// call's `Streaming` and sends the answers through its `Sink`.
-fn bidi_streaming(method: &MethodCode<'_>, names: &Names) -> Parts {
-    let MethodCode {
-        name,
-        variant,
-        input,
-        output,
-        ..
-    } = method;
-    let Names {
-        request, answer, ..
-    } = names;
-    let answer_doc = doc(&format!(
-        "Where the answers of a `{}` call go.",
-        method.route
-    ));
-    let proto = proto_doc(&method.proto.comments);
-    let shard_doc = doc(&format!(
-        "Handles `{}`: a stream of requests, read from `requests`, and a stream of\n\
-         answers, sent through `sink`.\n\
-         \n\
-         [`Streaming`](pajamax::Streaming) blocks until the next message comes and\n\
-         [`Sink::send`](pajamax::Sink::send) waits for flow-control credit: the thread\n\
-         goes at the client's pace, and the calls queued behind it wait, so a long\n\
-         stream may be better moved to a thread of its own. Both fail once the call has\n\
-         ended (the client cancelled, the deadline passed, the connection closed): stop\n\
-         then. End with [`Sink::finish`](pajamax::Sink::finish); a sink dropped\n\
-         unfinished ends the call `INTERNAL`. The default finishes with\n\
-         `UNIMPLEMENTED`.",
-        method.route
-    ));
-    let unimplemented = method.unimplemented();
-    let route = queue(
-        names,
-        quote! {
-            let (stream, requests, sink) = pajamax::BidiStream::<#input, #output>::channel(ctx);
-            let request = #request::#variant(requests);
-        },
-        quote!(let answer = #answer::#variant(sink);),
-    );
-    Parts {
-        request_variant: inbound_request_variant(method),
-        answer_variant: quote! {
-            #answer_doc
-            #variant(pajamax::Sink<#output>),
-        },
-        shard_method: quote! {
-            #proto
-            #shard_doc
-            #[allow(unused_variables)]
-            fn #name(
-                &mut self,
-                requests: pajamax::Streaming<#input>,
-                sink: pajamax::Sink<#output>,
-            ) {
-                sink.finish(Err(#unimplemented));
-            }
-        },
-        handle: quote! {
-            (#request::#variant(requests), #answer::#variant(sink)) => {
-                shard.#name(requests, sink);
-            }
-        },
-        fail: quote!(Self::#variant(sink) => sink.finish(Err(status)),),
-        trailers: quote!(Self::#variant(sink) => sink.trailers_mut(),),
-        cancelled: quote!(Self::#variant(sink) => sink.is_cancelled(),),
-        // When the call could not be queued, its sink has finished it: the
-        // stream returned ends with that status.
+        // When the call could not be queued, its responder or sink has
+        // ended it: the stream returned ends with that status.
         route: quote!({
             #route
             Ok(stream.into_raw())
@@ -420,10 +408,10 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
          answered `INTERNAL`."
     ));
     let request_variants = parts.iter().map(|p| &p.request_variant);
-    let answer_variants = parts.iter().map(|p| &p.answer_variant);
-    let fail_arms = parts.iter().map(|p| &p.fail);
-    let trailer_arms = parts.iter().map(|p| &p.trailers);
-    let cancelled_arms = parts.iter().map(|p| &p.cancelled);
+    let answer_variants = parts.iter().map(|p| &p.answer.variant);
+    let fail_arms = parts.iter().map(|p| &p.answer.fail);
+    let trailer_arms = parts.iter().map(|p| &p.answer.trailers);
+    let cancelled_arms = parts.iter().map(|p| &p.answer.cancelled);
     let handle_arms = parts.iter().map(|p| &p.handle);
     // A reference to an enum without variants is not itself empty: match
     // on the enum.
@@ -606,8 +594,7 @@ pub(crate) fn generate(code: &ServiceCode<'_>) -> (TokenStream, Problems) {
         let method_parts = match method.kind {
             Kind::Unary => unary(method, &names),
             Kind::ServerStreaming => server_streaming(method, &names),
-            Kind::ClientStreaming => client_streaming(method, &names),
-            Kind::BidiStreaming => bidi_streaming(method, &names),
+            Kind::ClientStreaming | Kind::BidiStreaming => inbound(method, &names),
         };
         routes.add(
             method.kind,

@@ -10,6 +10,7 @@ and leaves other files in the corpus alone.
 import gzip
 import os
 import struct
+import zlib
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 
@@ -93,6 +94,13 @@ def gzip_message(payload):
     """A message compressed with gzip (flag 1), as a client sends it after
     `grpc-encoding: gzip`."""
     packed = gzip.compress(payload, mtime=0)
+    return b"\x01" + struct.pack(">I", len(packed)) + packed
+
+
+def deflate_message(payload):
+    """A message compressed with deflate (the zlib format, flag 1), as a
+    client sends it after `grpc-encoding: deflate`."""
+    packed = zlib.compress(payload)
     return b"\x01" + struct.pack(">I", len(packed)) + packed
 
 
@@ -428,6 +436,26 @@ def compression_seeds():
         + frame(DATA, END_STREAM, 5, b"")
     )
     write("server_connection", "compressed_tight_windows", connection_seed(body, PRIMED | TIGHT | CLOCK_1S, (hello + 15 + 260, 13, 13)))
+
+    # Deflate: a client that accepts deflate only, answered with it (Raw);
+    # a request compressed with deflate, answered with it by a client that
+    # accepts both; a Chat whose answers are deflated, copies among them
+    # uncompressed; a stream that says deflate but sends gzip (INTERNAL).
+    deflate_only = [(b"grpc-accept-encoding", b"deflate")]
+    both_deflate = [(b"grpc-accept-encoding", b"gzip,deflate"), (b"grpc-encoding", b"deflate")]
+    body = (
+        call(1, b"/e.E/Raw", choice(COMPRESS) + b"deflate deflate deflate", extra=deflate_only)
+        + call(
+            3,
+            b"/fuzz.Echo/Echo",
+            b"",
+            extra=both_deflate,
+            framed=deflate_message(bytes_message(choice(COMPRESS) + b"inflate me")),
+        )
+        + stream_call(5, b"/e.E/Chat", [bytes_message(choice(COMPRESS) + b"d"), bytes_message(choice(UNCOMPRESSED) + b"e")], cuts=(4,), extra=deflate_only)
+        + call(7, b"/fuzz.Echo/Echo", b"", extra=both_deflate, framed=gzip_message(bytes_message(b"gzip, not deflate")))
+    )
+    write("server_connection", "compressed_deflate", connection_seed(body, PRIMED | CLOCK_1MS, (hello + 100, 120)))
 
 
 def hpack_decoder():

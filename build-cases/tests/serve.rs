@@ -5,6 +5,7 @@
 
 use build_cases::{dispatch as d, extra, local as l};
 use pajamax::{BidiStream, ServerStream, Status};
+use std::time::Duration;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::codegen::tokio_stream;
 use tonic::transport::{Channel, Endpoint};
@@ -613,6 +614,133 @@ async fn a_dispatched_stream_stops_when_its_client_goes() {
     );
     drop(client);
 
+    shutdown(server).await;
+    backend.join().unwrap();
+}
+
+/// `kw.type.match_.Same1` in dispatch mode whose `Put` says what it read,
+/// as it reads it: a message's first characters, or the error that ended
+/// the stream.
+struct Reader(std::sync::mpsc::Sender<Result<String, tonic::Code>>);
+
+impl d::kw::r#type::r#match::same1_server::Same1Shard for Reader {
+    fn put(
+        &mut self,
+        requests: pajamax::Streaming<d::kw::r#type::r#match::M>,
+    ) -> Result<d::kw::r#type::r#match::M, Status> {
+        let mut read = 0;
+        for m in requests {
+            match m {
+                Ok(m) => {
+                    read += 1;
+                    self.0.send(Ok(m.s.chars().take(8).collect())).unwrap();
+                }
+                Err(status) => {
+                    let code = tonic::Code::from_i32(status.code() as i32);
+                    self.0.send(Err(code)).unwrap();
+                    return Err(status);
+                }
+            }
+        }
+        Ok(d::kw::r#type::r#match::M {
+            s: read.to_string(),
+        })
+    }
+}
+
+/// Sends every `kw.type.match_.Same1` call to one queue.
+struct Same1Queue(pajamax::dispatch::Sender<d::kw::r#type::r#match::same1_server::Same1Call>);
+
+impl d::kw::r#type::r#match::same1_server::Same1Dispatch for Same1Queue {
+    fn dispatch_to(
+        &self,
+        _request: &d::kw::r#type::r#match::same1_server::Same1Request,
+    ) -> &pajamax::dispatch::Sender<d::kw::r#type::r#match::same1_server::Same1Call> {
+        &self.0
+    }
+}
+
+/// A `Same1/Put` call fed through the returned sender, with its answer.
+fn put(
+    client: &tonic::client::Grpc<Channel>,
+) -> (
+    tokio::sync::mpsc::UnboundedSender<d::kw::r#type::r#match::M>,
+    tokio::task::JoinHandle<Result<d::kw::r#type::r#match::M, tonic::Status>>,
+) {
+    let (sender, requests) = tokio::sync::mpsc::unbounded_channel();
+    let mut client = client.clone();
+    let call = tokio::spawn(async move {
+        client.ready().await.unwrap();
+        let requests = tokio_stream::wrappers::UnboundedReceiverStream::new(requests);
+        let codec = tonic_prost::ProstCodec::<d::kw::r#type::r#match::M, _>::default();
+        let path: PathAndQuery = "/kw.type.match_.Same1/Put".parse().unwrap();
+        Ok(client
+            .client_streaming(tonic::Request::new(requests), path, codec)
+            .await?
+            .into_inner())
+    });
+    (sender, call)
+}
+
+fn m(s: &str) -> d::kw::r#type::r#match::M {
+    d::kw::r#type::r#match::M { s: s.into() }
+}
+
+/// Two client streams of one connection dispatched to one backend: the
+/// second waits in the queue while the backend reads the first, and its
+/// client sends a message that takes all the room the connection has for
+/// queued request messages. The first call's next message still reaches
+/// the backend, which finishes it and goes on to the second.
+#[tokio::test]
+async fn a_dispatched_client_stream_is_not_starved_by_the_calls_queued_behind_it() {
+    use d::kw::r#type::r#match::same1_server::{Same1Call, Same1Server};
+    let (sender, queue) = pajamax::dispatch::channel::<Same1Call>(16);
+    let (read_tx, read) = std::sync::mpsc::channel();
+    let backend = std::thread::spawn(move || {
+        let mut shard = Reader(read_tx);
+        for call in queue {
+            call.handle(&mut shard);
+        }
+    });
+    let server = serve(
+        pajamax::Server::builder()
+            .max_buffered_request_bytes(1000)
+            .add_service(Same1Server::new(Same1Queue(sender))),
+    );
+    let client = client(&server).await;
+    let read = std::sync::Arc::new(std::sync::Mutex::new(read));
+    let next_read = || {
+        let read = read.clone();
+        tokio::task::spawn_blocking(move || {
+            read.lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap()
+        })
+    };
+
+    let (first, first_answer) = put(&client);
+    first.send(m("first")).unwrap();
+    assert_eq!(next_read().await.unwrap(), Ok("first".into()));
+    let (second, second_answer) = put(&client);
+    second.send(m(&"b".repeat(900))).unwrap();
+    // Long enough for the worker to queue it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    first.send(m(&"c".repeat(300))).unwrap();
+    assert_eq!(next_read().await.unwrap(), Ok("cccccccc".into()));
+    drop((first, second));
+    let answer = tokio::time::timeout(Duration::from_secs(10), first_answer)
+        .await
+        .expect("the first call is answered")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.s, "2");
+    let answer = tokio::time::timeout(Duration::from_secs(10), second_answer)
+        .await
+        .expect("the second call is answered")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.s, "1");
     shutdown(server).await;
     backend.join().unwrap();
 }

@@ -249,7 +249,10 @@ impl Builder {
     /// (each always at least one message), so neither holds the other
     /// back:
     /// - streamed request messages queued and not yet taken: past the
-    ///   limit the stream is held back until there is room;
+    ///   limit the stream is held back until there is room, unless its
+    ///   thread waits for its next message (that one is queued: the room
+    ///   may be held by calls that wait for the same thread, as in
+    ///   dispatch mode);
     /// - the requests of calls sent to another thread
     ///   ([`Context::defer`](crate::Context::defer), a server stream's
     ///   `channel`, dispatch mode), until that thread answers or starts
@@ -1152,7 +1155,8 @@ pub struct Stats {
     /// The most request bytes one connection has had waiting for handlers
     /// on other threads: streamed messages not yet taken, and requests of
     /// calls sent to a thread that has not answered yet (each bounded by
-    /// `max_buffered_request_bytes`, or one message past it).
+    /// `max_buffered_request_bytes`, or one message past it, and, for the
+    /// streamed ones, one more for each thread waiting for its next).
     pub peak_queued_request_bytes: usize,
     /// The most streams one connection has had open at once (bounded by
     /// `max_concurrent_streams`).

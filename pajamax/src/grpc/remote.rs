@@ -275,7 +275,8 @@ impl Lent {
 /// most they may be: without it, each of thousands of streams could hold a
 /// stream window (or one inflated message) in its thread's queue, and each
 /// call sent to a thread its request. Streamed messages and the requests
-/// of calls sent to threads each have the limit.
+/// of calls sent to threads each have the limit; a thread that waits for
+/// the next message of its call gets it past the limit.
 #[derive(Debug)]
 pub(crate) struct Queued {
     limit: usize,
@@ -335,10 +336,15 @@ impl Queued {
 
     /// Counts `bytes` of a streamed message in if there is room: some is
     /// left, or no streamed message is queued (a message larger than the
-    /// limit goes alone).
-    fn add(&self, bytes: usize) -> bool {
+    /// limit goes alone), or a thread waits for this very message
+    /// (`awaited`): held back, it could wait for ever while the messages
+    /// of calls queued behind it (to be read by the same thread, once it
+    /// is done) hold the room. So the limit is passed by at most one
+    /// message for each thread that waits for one, and only until it
+    /// takes it.
+    fn add(&self, bytes: usize, awaited: bool) -> bool {
         let mut state = lock(&self.state);
-        if state.streamed > 0 && state.streamed + bytes > self.limit {
+        if !awaited && state.streamed > 0 && state.streamed + bytes > self.limit {
             state.starved = true;
             return false;
         }
@@ -419,8 +425,11 @@ struct State {
     resume_wanted: bool,
     /// The worker stopped delivering for lack of room in the connection's
     /// share: it waits for a [`Part::Room`], or, once the thread lets go
-    /// of its [`Streaming`], a [`Part::Resume`].
+    /// of its [`Streaming`] or waits for a message, a [`Part::Resume`].
     room_wanted: bool,
+    /// The thread waits for a request message, none being queued: the
+    /// next one is queued whatever the connection's share holds.
+    reader_waiting: bool,
     /// The thread let go of its [`Streaming`]: what it did not take is
     /// dropped, and so is what comes after.
     reader_gone: bool,
@@ -445,6 +454,7 @@ impl Shared {
                 incoming_end: None,
                 resume_wanted: false,
                 room_wanted: false,
+                reader_waiting: false,
                 reader_gone: false,
                 lent: 0,
                 lent_waiting: false,
@@ -531,8 +541,9 @@ impl Shared {
     }
 
     /// Queues a request message for the thread, if the call's queue and
-    /// the connection's share have room; otherwise nothing is queued, and
-    /// a [`Part::Resume`] or [`Part::Room`] comes once there is room.
+    /// the connection's share have room, or the thread waits for it;
+    /// otherwise nothing is queued, and a [`Part::Resume`] or
+    /// [`Part::Room`] comes once there is room.
     pub(crate) fn offer(&self, message: &[u8]) -> Offered {
         let mut state = lock(&self.state);
         if state.reader_gone {
@@ -543,7 +554,8 @@ impl Shared {
             state.resume_wanted = true;
             return Offered::CallFull;
         }
-        if !self.target.queued.add(message.len()) {
+        let awaited = state.reader_waiting && state.incoming.is_empty();
+        if !self.target.queued.add(message.len(), awaited) {
             state.room_wanted = true;
             return Offered::ConnectionFull;
         }
@@ -609,6 +621,7 @@ impl Shared {
         let mut state = lock(&self.state);
         loop {
             if let Some(message) = state.incoming.pop_front() {
+                state.reader_waiting = false;
                 state.incoming_bytes -= message.len();
                 let resume =
                     state.resume_wanted && state.incoming_bytes <= self.target.incoming_limit / 2;
@@ -623,13 +636,27 @@ impl Shared {
                 return Ok(Some(message));
             }
             if let Some(end) = &state.incoming_end {
+                let end = end.clone();
+                state.reader_waiting = false;
                 return match end {
                     None => Ok(None),
-                    Some(status) => Err(status.clone()),
+                    Some(status) => Err(status),
                 };
             }
             if let Some(reason) = state.cancelled {
+                state.reader_waiting = false;
                 return Err(Cancelled { reason }.into());
+            }
+            // The next message is queued whatever the connection's share
+            // holds: calls queued behind this thread, which it reads once
+            // it is done with this one, may hold all of it.
+            state.reader_waiting = true;
+            if std::mem::take(&mut state.room_wanted) {
+                // Held back for room in that share: offered again.
+                drop(state);
+                self.send(Part::Resume);
+                state = lock(&self.state);
+                continue;
             }
             state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
@@ -1526,6 +1553,62 @@ mod tests {
         );
         assert_eq!(deaf.offer(&message), Offered::Queued, "taken, and dropped");
         assert_eq!(queued.bytes(), 7, "only the hoarder's message waits");
+    }
+
+    /// A thread that waits for the next message of its call gets it even
+    /// when the connection's share is full of other calls' messages (in
+    /// dispatch mode, those of calls queued behind it for the same thread,
+    /// which it reads only once done with this one): held back, it would
+    /// wait for ever. A message refused before the thread waited is asked
+    /// for again as it starts to; one for a thread that does not wait
+    /// still waits for room.
+    #[test]
+    fn a_thread_waiting_for_a_message_gets_it_past_a_full_share() {
+        let (inbox, _) = counting_inbox();
+        let queued = Queued::new(10);
+        let target = |stream| Target {
+            incoming_limit: 100,
+            queued: queued.clone(),
+            ..target(&inbox, stream)
+        };
+        let read = Shared::new(target(1), None);
+        let behind = Shared::new(target(3), None);
+        let message = [0, 0, 0, 0, 2, 0x08, 5];
+        assert_eq!(behind.offer(&message), Offered::Queued);
+        assert_eq!(read.offer(&message), Offered::ConnectionFull);
+        let mut requests = Streaming::<u32>::new(Some(read.clone()));
+        let reader = std::thread::spawn(move || {
+            let first = requests.next().unwrap().unwrap();
+            let second = requests.next().unwrap().unwrap();
+            (first, second, requests)
+        });
+        let give_up = Instant::now() + std::time::Duration::from_secs(10);
+        // Refused before the thread waited: it asks for the message again.
+        while !drain(&inbox)
+            .iter()
+            .any(|part| part.stream == 1 && matches!(part.part, Part::Resume))
+        {
+            assert!(Instant::now() < give_up, "no Resume");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(read.offer(&message), Offered::Queued);
+        // Offered while the thread waits for the next one.
+        loop {
+            let state = lock(&read.state);
+            if state.reader_waiting && state.incoming.is_empty() {
+                break;
+            }
+            drop(state);
+            assert!(Instant::now() < give_up, "the thread never waited");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(read.offer(&message), Offered::Queued);
+        let (first, second, requests) = reader.join().unwrap();
+        assert_eq!((first, second), (5, 5));
+        assert_eq!(queued.bytes(), 7, "only the message of the call behind");
+        // The thread does not wait now: the share holds.
+        assert_eq!(read.offer(&message), Offered::ConnectionFull);
+        drop(requests);
     }
 
     /// A call held back because its thread's queue was full is let go on

@@ -744,3 +744,147 @@ async fn a_dispatched_client_stream_is_not_starved_by_the_calls_queued_behind_it
     shutdown(server).await;
     backend.join().unwrap();
 }
+
+/// Dispatched client streams end with the status their clients expect,
+/// and the shard reading one learns why it ended: a client that cancels
+/// mid-stream (CANCELLED), the server's call timeout (DEADLINE_EXCEEDED);
+/// a call its backend's full queue cannot take is answered
+/// RESOURCE_EXHAUSTED while its client still sends, one whose backend has
+/// stopped UNAVAILABLE, and one dropped unanswered with its queue INTERNAL.
+#[tokio::test]
+async fn dispatched_client_streams_end_with_the_right_status() {
+    use d::kw::r#type::r#match::same1_server::{Same1Call, Same1Server};
+    let (sender, queue) = pajamax::dispatch::channel::<Same1Call>(16);
+    let (read_tx, read) = std::sync::mpsc::channel();
+    let backend = std::thread::spawn(move || {
+        let mut shard = Reader(read_tx);
+        for call in queue {
+            call.handle(&mut shard);
+        }
+    });
+    let server = serve(
+        pajamax::Server::builder()
+            .call_timeout(Duration::from_millis(300))
+            .add_service(Same1Server::new(Same1Queue(sender))),
+    );
+    let client = client(&server).await;
+    let read = std::sync::Arc::new(std::sync::Mutex::new(read));
+    let next_read = || {
+        let read = read.clone();
+        tokio::task::spawn_blocking(move || {
+            read.lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap()
+        })
+    };
+
+    // The client cancels mid-stream.
+    let (requests, answer) = put(&client);
+    requests.send(m("a")).unwrap();
+    assert_eq!(next_read().await.unwrap(), Ok("a".into()));
+    answer.abort();
+    assert!(answer.await.unwrap_err().is_cancelled());
+    assert_eq!(next_read().await.unwrap(), Err(tonic::Code::Cancelled));
+    drop(requests);
+
+    // The deadline passes mid-stream.
+    let (requests, answer) = put(&client);
+    requests.send(m("b")).unwrap();
+    assert_eq!(next_read().await.unwrap(), Ok("b".into()));
+    let status = answer.await.unwrap().unwrap_err();
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
+    assert_eq!(
+        next_read().await.unwrap(),
+        Err(tonic::Code::DeadlineExceeded)
+    );
+    drop(requests);
+    shutdown(server).await;
+    backend.join().unwrap();
+
+    // A queue of one that no backend takes from.
+    let (sender, queue) = pajamax::dispatch::channel::<Same1Call>(1);
+    let server =
+        serve(pajamax::Server::builder().add_service(Same1Server::new(Same1Queue(sender))));
+    let client = self::client(&server).await;
+    let (queued, queued_answer) = put(&client);
+    queued.send(m("queued")).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (full, answer) = put(&client);
+    full.send(m("no room")).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), answer)
+        .await
+        .expect("answered while its client still sends")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    // The backend stops: the call it held is answered, the next refused.
+    drop(queue);
+    let status = queued_answer.await.unwrap().unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Internal, "{status:?}");
+    let (stopped, answer) = put(&client);
+    stopped.send(m("stopped")).unwrap();
+    let status = answer.await.unwrap().unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    drop((queued, full, stopped));
+    shutdown(server).await;
+}
+
+/// `pkg.other.Cross` in dispatch mode whose `Echo` answers the first
+/// message, then drops its sink unfinished.
+struct Forgetful;
+
+impl d::pkg::other::cross_server::CrossShard for Forgetful {
+    fn echo(
+        &mut self,
+        mut requests: pajamax::Streaming<d::pkg::other::Item>,
+        mut sink: pajamax::Sink<d::pkg::other::Item>,
+    ) {
+        if let Some(Ok(item)) = requests.next() {
+            let _ = sink.send(&item);
+        }
+    }
+}
+
+/// A dispatched bidirectional call whose shard drops its sink unfinished
+/// ends INTERNAL after the answers it sent, while its client still sends.
+#[tokio::test]
+async fn a_dispatched_bidi_call_whose_sink_is_dropped_ends_internal() {
+    use d::pkg::other;
+    let (sender, queue) = pajamax::dispatch::channel::<other::cross_server::CrossCall>(4);
+    let backend = std::thread::spawn(move || {
+        for call in queue {
+            call.handle(&mut Forgetful);
+        }
+    });
+    let server = serve(
+        pajamax::Server::builder()
+            .add_service(other::cross_server::CrossServer::new(OneQueue(sender))),
+    );
+    let mut client = client(&server).await;
+    client.ready().await.unwrap();
+    let (items, requests) = tokio::sync::mpsc::unbounded_channel();
+    items.send(other::Item { id: 1 }).unwrap();
+    let codec = tonic_prost::ProstCodec::<other::Item, other::Item>::default();
+    let mut answers = client
+        .streaming(
+            tonic::Request::new(tokio_stream::wrappers::UnboundedReceiverStream::new(
+                requests,
+            )),
+            "/pkg.other.Cross/Echo".parse().unwrap(),
+            codec,
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answers.message().await.unwrap().unwrap().id, 1);
+    let status = answers.message().await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Internal, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "the handler dropped its sink without finishing"
+    );
+    drop(items);
+    shutdown(server).await;
+    backend.join().unwrap();
+}

@@ -888,3 +888,65 @@ async fn a_dispatched_bidi_call_whose_sink_is_dropped_ends_internal() {
     shutdown(server).await;
     backend.join().unwrap();
 }
+
+/// `Streams` in dispatch mode: `Type` wants two empty messages, `Self`
+/// echoes each.
+struct EmptyStreams;
+
+impl d::nopkg::streams_server::StreamsShard for EmptyStreams {
+    fn r#type(&mut self, requests: pajamax::Streaming<()>) -> Result<(), Status> {
+        let count = requests.collect::<Result<Vec<()>, Status>>()?.len();
+        if count == 2 {
+            Ok(())
+        } else {
+            Err(Status::invalid_argument(format!("{count} messages")))
+        }
+    }
+
+    fn self_(&mut self, requests: pajamax::Streaming<()>, mut sink: pajamax::Sink<()>) {
+        for request in requests {
+            match request {
+                Ok(()) if sink.send(&()).is_ok() => {}
+                Ok(()) => return,
+                Err(status) => return sink.finish(Err(status)),
+            }
+        }
+        sink.finish(Ok(()));
+    }
+}
+
+/// Sends every `Streams` call to one queue.
+struct StreamsQueue(pajamax::dispatch::Sender<d::nopkg::streams_server::StreamsCall>);
+
+impl d::nopkg::streams_server::StreamsDispatch for StreamsQueue {
+    fn dispatch_to(
+        &self,
+        _request: &d::nopkg::streams_server::StreamsRequest,
+    ) -> &pajamax::dispatch::Sender<d::nopkg::streams_server::StreamsCall> {
+        &self.0
+    }
+}
+
+#[tokio::test]
+async fn dispatched_streams_of_empty_messages_named_by_keywords() {
+    use d::nopkg::streams_server::{StreamsCall, StreamsServer};
+    let (sender, queue) = pajamax::dispatch::channel::<StreamsCall>(4);
+    let backend = std::thread::spawn(move || {
+        for call in queue {
+            call.handle(&mut EmptyStreams);
+        }
+    });
+    let server =
+        serve(pajamax::Server::builder().add_service(StreamsServer::new(StreamsQueue(sender))));
+    let mut client = client(&server).await;
+    let answers: Vec<()> = streaming(&mut client, "/Streams/Type", vec![(), ()])
+        .await
+        .unwrap();
+    assert_eq!(answers.len(), 1);
+    let answers: Vec<()> = streaming(&mut client, "/Streams/Self", vec![(), (), ()])
+        .await
+        .unwrap();
+    assert_eq!(answers.len(), 3);
+    shutdown(server).await;
+    backend.join().unwrap();
+}

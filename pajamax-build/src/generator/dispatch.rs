@@ -403,9 +403,9 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
          bidirectional one."
     ));
     let call_doc = doc(&format!(
-        "A `{full_name}` call on its way to the thread that serves it: the decoded\n\
-         request and where its answer goes. A call dropped without an answer is\n\
-         answered `INTERNAL`."
+        "A `{full_name}` call on its way to the thread that serves it: the request\n\
+         (decoded, or the stream of request messages) and where its answer goes. A\n\
+         call dropped without an answer is answered `INTERNAL`."
     ));
     let request_variants = parts.iter().map(|p| &p.request_variant);
     let answer_variants = parts.iter().map(|p| &p.answer.variant);
@@ -521,7 +521,7 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
         #call_doc
         #[derive(Debug)]
         pub struct #call {
-            /// The decoded request.
+            /// The request: decoded, or the stream of request messages.
             pub request: #request,
             answer: #answer,
         }

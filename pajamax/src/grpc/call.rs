@@ -201,6 +201,13 @@ pub(crate) struct RemoteCall {
     pub incoming: bool,
     /// The thread's queue was full: delivery waits for a resume.
     pub incoming_blocked: bool,
+    /// Listed among the connection's calls that wait for room in its share
+    /// of queued request bytes, until the next [`Part::Room`] takes the
+    /// list: a call its thread resumes meanwhile (it waits for the message
+    /// held back) and that is refused room again is not listed twice.
+    ///
+    /// [`Part::Room`]: crate::grpc::remote::Part::Room
+    pub starved: bool,
     /// Answer bytes the stream took that credit was not returned for.
     pub unacked: usize,
     /// Credit owed to the thread for compressed answer bytes the stream
@@ -218,6 +225,7 @@ impl RemoteCall {
             shared,
             incoming,
             incoming_blocked: false,
+            starved: false,
             unacked: 0,
             owed: 0,
             backlog: VecDeque::new(),

@@ -1516,6 +1516,11 @@ impl GrpcConnection {
                             }
                             Offered::ConnectionFull => {
                                 remote.incoming_blocked = true;
+                                if std::mem::replace(&mut remote.starved, true) {
+                                    // Listed already, and resumed by its
+                                    // thread since.
+                                    break Ok(false);
+                                }
                                 if self.starved.len() > self.calls.len() {
                                     // Rid of calls that ended while they waited.
                                     let calls = &self.calls;
@@ -1944,6 +1949,7 @@ impl GrpcConnection {
             let State::Remote(remote) = &mut call.state else {
                 continue;
             };
+            remote.starved = false;
             if remote.incoming_blocked {
                 remote.incoming_blocked = false;
                 self.pump(stream);
@@ -3797,5 +3803,111 @@ mod tests {
             heard.blocks
         );
         assert_eq!(heard.status(1), Some("13"));
+    }
+
+    /// `test.T/Take` (client streaming): its messages go to another thread;
+    /// the call's `Streaming` and `Responder` wait in `TAKEN` for the test.
+    struct Take;
+
+    thread_local! {
+        static TAKEN: std::cell::RefCell<Vec<(crate::Streaming<Vec<u8>>, crate::Responder)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    impl Service for Take {
+        fn name(&self) -> &'static str {
+            "test.T"
+        }
+
+        fn methods(&self) -> &'static [Method] {
+            const METHODS: [Method; 1] = [Method {
+                name: "Take",
+                kind: MethodKind::ClientStreaming,
+            }];
+            &METHODS
+        }
+
+        fn client_streaming(&self, _: usize, ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
+            let (stream, requests, responder) =
+                crate::ClientStream::<Vec<u8>, Vec<u8>>::channel(ctx);
+            TAKEN.with(|taken| taken.borrow_mut().push((requests, responder)));
+            Ok(stream.into_raw())
+        }
+    }
+
+    /// A call whose thread reads each message as it comes, while another
+    /// call's unread message holds the connection's share: each message
+    /// refused for lack of room is let through once the thread waits for
+    /// it, and the call is listed once among those waiting for room, however
+    /// many times that happens.
+    #[test]
+    fn a_call_refused_room_again_and_again_is_listed_once_among_the_starved() {
+        let mut router = Router::new();
+        router.add(Arc::new(Take));
+        let config = GrpcConfig {
+            max_buffered_request_bytes: 100,
+            ..GrpcConfig::default()
+        };
+        let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
+        let inbox = Inbox::new(|| {});
+        conn.set_inbox(inbox.clone(), 7);
+        let mut client = Client::new();
+        let now = Instant::now();
+        let message = |len: usize| {
+            pajamax_test_peer::grpc::message(&prost::Message::encode_to_vec(&vec![b'm'; len]))
+        };
+        let mut input = Client::handshake(&[]);
+        for stream in [1, 3] {
+            client
+                .request_headers(stream, "/test.T/Take", &[], false)
+                .write(&mut input);
+        }
+        // The hoarder's message, never read, holds most of the share.
+        Frame::data(1, &message(80), false).write(&mut input);
+        conn.recv(&input, now);
+        hear(&mut conn, &mut client);
+        let mut taken = TAKEN.with(|taken| std::mem::take(&mut *taken.borrow_mut()));
+        assert_eq!(taken.len(), 2);
+        let (mut requests, _responder) = taken.pop().unwrap();
+        let (read_tx, read) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for message in requests.by_ref() {
+                read_tx.send(message.unwrap().len()).unwrap();
+            }
+        });
+        let deliver = |conn: &mut GrpcConnection| {
+            let mut deliveries = Vec::new();
+            inbox.drain(&mut deliveries);
+            for delivery in deliveries {
+                conn.deliver(delivery);
+            }
+            conn.settle(Instant::now());
+        };
+        for _ in 0..50 {
+            // Two in one read: the second is refused, the thread not
+            // waiting for it (the first waits to be taken, or was refused).
+            let mut input = Vec::new();
+            Frame::data(3, &message(1), false).write(&mut input);
+            Frame::data(3, &message(1), false).write(&mut input);
+            conn.recv(&input, Instant::now());
+            for _ in 0..2 {
+                let give_up = Instant::now() + Duration::from_secs(10);
+                loop {
+                    deliver(&mut conn);
+                    match read.recv_timeout(Duration::from_millis(1)) {
+                        Ok(len) => break assert_eq!(len, 1),
+                        Err(_) => assert!(Instant::now() < give_up, "a message never came"),
+                    }
+                }
+            }
+            hear(&mut conn, &mut client);
+        }
+        assert!(conn.starved.len() <= 2, "{} listed", conn.starved.len());
+        // The client is done: the thread reads to the end.
+        let mut input = Vec::new();
+        Frame::data(3, &[], true).write(&mut input);
+        conn.recv(&input, Instant::now());
+        reader.join().unwrap();
+        drop(taken);
     }
 }

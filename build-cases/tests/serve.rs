@@ -682,6 +682,49 @@ fn put(
     (sender, call)
 }
 
+/// One backend thread serving `Same1` calls with a [`Reader`], and what it
+/// read.
+struct Backend {
+    read: std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<Result<String, tonic::Code>>>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Backend {
+    /// The backend and the sender of its queue.
+    fn start() -> (
+        pajamax::dispatch::Sender<d::kw::r#type::r#match::same1_server::Same1Call>,
+        Backend,
+    ) {
+        let (sender, queue) =
+            pajamax::dispatch::channel::<d::kw::r#type::r#match::same1_server::Same1Call>(16);
+        let (read_tx, read) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let mut shard = Reader(read_tx);
+            for call in queue {
+                call.handle(&mut shard);
+            }
+        });
+        let read = std::sync::Arc::new(std::sync::Mutex::new(read));
+        (sender, Backend { read, thread })
+    }
+
+    /// What the backend reads next (10 s at most).
+    fn next_read(&self) -> tokio::task::JoinHandle<Result<String, tonic::Code>> {
+        let read = self.read.clone();
+        tokio::task::spawn_blocking(move || {
+            read.lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap()
+        })
+    }
+
+    /// Waits for the thread, once its queue's senders are gone.
+    fn join(self) {
+        self.thread.join().unwrap();
+    }
+}
+
 fn m(s: &str) -> d::kw::r#type::r#match::M {
     d::kw::r#type::r#match::M { s: s.into() }
 }
@@ -693,31 +736,15 @@ fn m(s: &str) -> d::kw::r#type::r#match::M {
 /// the backend, which finishes it and goes on to the second.
 #[tokio::test]
 async fn a_dispatched_client_stream_is_not_starved_by_the_calls_queued_behind_it() {
-    use d::kw::r#type::r#match::same1_server::{Same1Call, Same1Server};
-    let (sender, queue) = pajamax::dispatch::channel::<Same1Call>(16);
-    let (read_tx, read) = std::sync::mpsc::channel();
-    let backend = std::thread::spawn(move || {
-        let mut shard = Reader(read_tx);
-        for call in queue {
-            call.handle(&mut shard);
-        }
-    });
+    use d::kw::r#type::r#match::same1_server::Same1Server;
+    let (sender, backend) = Backend::start();
     let server = serve(
         pajamax::Server::builder()
             .max_buffered_request_bytes(1000)
             .add_service(Same1Server::new(Same1Queue(sender))),
     );
     let client = client(&server).await;
-    let read = std::sync::Arc::new(std::sync::Mutex::new(read));
-    let next_read = || {
-        let read = read.clone();
-        tokio::task::spawn_blocking(move || {
-            read.lock()
-                .unwrap()
-                .recv_timeout(Duration::from_secs(10))
-                .unwrap()
-        })
-    };
+    let next_read = || backend.next_read();
 
     let (first, first_answer) = put(&client);
     first.send(m("first")).unwrap();
@@ -742,7 +769,7 @@ async fn a_dispatched_client_stream_is_not_starved_by_the_calls_queued_behind_it
         .unwrap();
     assert_eq!(answer.s, "1");
     shutdown(server).await;
-    backend.join().unwrap();
+    backend.join();
 }
 
 /// Dispatched client streams end with the status their clients expect,
@@ -754,30 +781,14 @@ async fn a_dispatched_client_stream_is_not_starved_by_the_calls_queued_behind_it
 #[tokio::test]
 async fn dispatched_client_streams_end_with_the_right_status() {
     use d::kw::r#type::r#match::same1_server::{Same1Call, Same1Server};
-    let (sender, queue) = pajamax::dispatch::channel::<Same1Call>(16);
-    let (read_tx, read) = std::sync::mpsc::channel();
-    let backend = std::thread::spawn(move || {
-        let mut shard = Reader(read_tx);
-        for call in queue {
-            call.handle(&mut shard);
-        }
-    });
+    let (sender, backend) = Backend::start();
     let server = serve(
         pajamax::Server::builder()
             .call_timeout(Duration::from_millis(300))
             .add_service(Same1Server::new(Same1Queue(sender))),
     );
     let client = client(&server).await;
-    let read = std::sync::Arc::new(std::sync::Mutex::new(read));
-    let next_read = || {
-        let read = read.clone();
-        tokio::task::spawn_blocking(move || {
-            read.lock()
-                .unwrap()
-                .recv_timeout(Duration::from_secs(10))
-                .unwrap()
-        })
-    };
+    let next_read = || backend.next_read();
 
     // The client cancels mid-stream.
     let (requests, answer) = put(&client);
@@ -800,7 +811,7 @@ async fn dispatched_client_streams_end_with_the_right_status() {
     );
     drop(requests);
     shutdown(server).await;
-    backend.join().unwrap();
+    backend.join();
 
     // A queue of one that no backend takes from.
     let (sender, queue) = pajamax::dispatch::channel::<Same1Call>(1);

@@ -167,7 +167,8 @@ impl Builder {
     /// client sent before it saw the GOAWAY is still answered: the
     /// connection closes once the client has answered the GOAWAY's PING and
     /// that call is done. A client that answers nothing is closed a second
-    /// idle timeout later.
+    /// idle timeout later. Zero makes [`bind`](Builder::bind) fail with
+    /// `InvalidInput`.
     pub fn idle_timeout(mut self, timeout: Duration) -> Builder {
         self.config.idle_timeout = Some(timeout);
         self
@@ -179,7 +180,9 @@ impl Builder {
     /// client that vanished without closing (its host gone, a network
     /// path cut) is found, and the calls it held end, their handlers on
     /// other threads seeing them cancelled. `None` turns the PINGs off.
-    /// Default: two hours, as grpc-go's server (tonic's is off).
+    /// Default: two hours, as grpc-go's server (tonic's is off). Zero, or
+    /// a keepalive timeout of zero, makes [`bind`](Builder::bind) fail with
+    /// `InvalidInput`.
     ///
     /// Both are checked at the worker's periodic sweep (at most a second
     /// apart), which also notes when the client last sent something: a
@@ -209,7 +212,8 @@ impl Builder {
     /// calls while the calls in flight finish. Behind a few gateways that
     /// hold their connections for good, this spreads the load over
     /// servers started since. Default: never, as grpc-go; so is an age too
-    /// large for the clock (`Duration::MAX`).
+    /// large for the clock (`Duration::MAX`). Zero makes
+    /// [`bind`](Builder::bind) fail with `InvalidInput`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -235,7 +239,8 @@ impl Builder {
     /// before it is closed; default: 10 s. Over TLS the TLS handshake
     /// counts too: a client that has not finished it by then is dropped
     /// (nothing can be sent to it before), one that has but sends no
-    /// preface gets a GOAWAY.
+    /// preface gets a GOAWAY. Zero makes [`bind`](Builder::bind) fail with
+    /// `InvalidInput`.
     pub fn handshake_timeout(mut self, timeout: Duration) -> Builder {
         self.config.handshake_timeout = timeout;
         self
@@ -809,8 +814,41 @@ fn check(config: &RuntimeConfig) -> io::Result<()> {
     if config.max_connections == 0 {
         return invalid("max_connections 0: every connection would be refused".to_string());
     }
-    if config.grpc.call_timeout == Some(Duration::ZERO) {
-        return invalid("call_timeout 0: every call would end at once".to_string());
+    for (name, value, why) in [
+        (
+            "call_timeout",
+            config.grpc.call_timeout,
+            "every call would end at once",
+        ),
+        (
+            "idle_timeout",
+            config.idle_timeout,
+            "every connection would be sent away as soon as it had no call",
+        ),
+        (
+            "keepalive_interval",
+            config.keepalive_interval,
+            "every quiet connection would be sent a PING at every sweep",
+        ),
+        (
+            "keepalive_timeout",
+            config.keepalive_interval.map(|_| config.keepalive_timeout),
+            "a connection would be dropped before its client could answer a PING",
+        ),
+        (
+            "max_connection_age",
+            config.max_connection_age,
+            "every connection would be retired as it opened",
+        ),
+        (
+            "handshake_timeout",
+            Some(config.handshake_timeout),
+            "every connection would be closed before its preface",
+        ),
+    ] {
+        if value == Some(Duration::ZERO) {
+            return invalid(format!("{name} 0: {why}"));
+        }
     }
     for (name, value, why) in [
         (

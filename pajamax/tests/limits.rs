@@ -122,7 +122,11 @@ fn settings_outside_http2_ranges_are_refused_at_bind() {
 /// connection allowed, every client is sent away; with no
 /// stream allowed, clients wait for one for good; with a stream window of
 /// 0, no request message can be sent; with no frame budget, the client's
-/// first SETTINGS closes every connection.
+/// first SETTINGS closes every connection; with a call timeout, idle
+/// timeout, connection age or handshake timeout of 0, calls or connections
+/// end as they begin; with a keepalive interval of 0, a quiet connection is
+/// pinged at every sweep, and with a keepalive timeout of 0 it is dropped
+/// before it can answer.
 #[test]
 fn settings_that_serve_no_call_are_refused_at_bind() {
     let h2 = |change: fn(&mut pajamax::H2Config)| {
@@ -138,6 +142,26 @@ fn settings_that_serve_no_call_are_refused_at_bind() {
         (
             "call_timeout",
             pajamax::Server::builder().call_timeout(std::time::Duration::ZERO),
+        ),
+        (
+            "idle_timeout",
+            pajamax::Server::builder().idle_timeout(std::time::Duration::ZERO),
+        ),
+        (
+            "keepalive_interval",
+            pajamax::Server::builder().keepalive_interval(Some(std::time::Duration::ZERO)),
+        ),
+        (
+            "keepalive_timeout",
+            pajamax::Server::builder().keepalive_timeout(std::time::Duration::ZERO),
+        ),
+        (
+            "max_connection_age",
+            pajamax::Server::builder().max_connection_age(std::time::Duration::ZERO),
+        ),
+        (
+            "handshake_timeout",
+            pajamax::Server::builder().handshake_timeout(std::time::Duration::ZERO),
         ),
         (
             "max_concurrent_streams",
@@ -170,6 +194,21 @@ fn settings_that_serve_no_call_are_refused_at_bind() {
         .max_connections(1)
         .max_concurrent_streams(1)
         .initial_stream_window(1)
+        .call_timeout(std::time::Duration::from_millis(1))
+        .idle_timeout(std::time::Duration::from_millis(1))
+        .keepalive_interval(Some(std::time::Duration::from_millis(1)))
+        .keepalive_timeout(std::time::Duration::from_millis(1))
+        .max_connection_age(std::time::Duration::from_millis(1))
+        .handshake_timeout(std::time::Duration::from_millis(1))
+        .bind("127.0.0.1:0")
+        .unwrap();
+    server.shutdown();
+    // A keepalive timeout of 0 means nothing without keepalive PINGs.
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .keepalive_interval(None)
+        .keepalive_timeout(std::time::Duration::ZERO)
         .bind("127.0.0.1:0")
         .unwrap();
     server.shutdown();

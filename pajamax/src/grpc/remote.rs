@@ -427,8 +427,9 @@ struct State {
     /// share: it waits for a [`Part::Room`], or, once the thread lets go
     /// of its [`Streaming`] or waits for a message, a [`Part::Resume`].
     room_wanted: bool,
-    /// The thread waits for a request message, none being queued: the
-    /// next one is queued whatever the connection's share holds.
+    /// The thread waits for a request message (set only while it does not
+    /// hold the lock, none being queued): the next one is queued whatever
+    /// the connection's share holds.
     reader_waiting: bool,
     /// The thread let go of its [`Streaming`]: what it did not take is
     /// dropped, and so is what comes after.
@@ -621,7 +622,6 @@ impl Shared {
         let mut state = lock(&self.state);
         loop {
             if let Some(message) = state.incoming.pop_front() {
-                state.reader_waiting = false;
                 state.incoming_bytes -= message.len();
                 let resume =
                     state.resume_wanted && state.incoming_bytes <= self.target.incoming_limit / 2;
@@ -636,29 +636,28 @@ impl Shared {
                 return Ok(Some(message));
             }
             if let Some(end) = &state.incoming_end {
-                let end = end.clone();
-                state.reader_waiting = false;
                 return match end {
                     None => Ok(None),
-                    Some(status) => Err(status),
+                    Some(status) => Err(status.clone()),
                 };
             }
             if let Some(reason) = state.cancelled {
-                state.reader_waiting = false;
                 return Err(Cancelled { reason }.into());
             }
-            // The next message is queued whatever the connection's share
-            // holds: calls queued behind this thread, which it reads once
-            // it is done with this one, may hold all of it.
+            // While the thread waits, the next message is queued whatever
+            // the connection's share holds: calls queued behind this
+            // thread, which it reads once it is done with this one, may
+            // hold all of it.
             state.reader_waiting = true;
             if std::mem::take(&mut state.room_wanted) {
                 // Held back for room in that share: offered again.
                 drop(state);
                 self.send(Part::Resume);
                 state = lock(&self.state);
-                continue;
+            } else {
+                state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
             }
-            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+            state.reader_waiting = false;
         }
     }
 

@@ -235,6 +235,12 @@ impl RemoteCall {
 }
 
 impl Call {
+    /// The client accepts a compression for the answer.
+    #[inline]
+    pub(crate) fn accepts_compression(&self) -> bool {
+        self.answer_compression != Encoding::Identity
+    }
+
     /// How the answer's messages are sent: identity unless the answer is
     /// compressed.
     #[inline]

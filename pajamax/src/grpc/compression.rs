@@ -152,10 +152,10 @@ pub(crate) fn inflate_framed(
         }
         // A message flagged compressed in a call without compression is
         // refused before it gets here (`framing::check_prefix`).
-        Encoding::Identity => {
-            out.extend_from_slice(compressed);
-            Ok(compressed.len())
-        }
+        Encoding::Identity => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "flagged compressed without grpc-encoding",
+        )),
     };
     read.map_err(|err| Status::internal(format!("invalid {} message: {err}", encoding.as_str())))?;
     let len = out.len() - PREFIX_LEN;

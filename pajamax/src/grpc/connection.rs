@@ -1049,7 +1049,7 @@ impl GrpcConnection {
     /// default, says so.
     #[inline]
     fn compress_answer(&self, call: &Call, choice: Option<bool>) -> bool {
-        call.answer_compression != Encoding::Identity && choice.unwrap_or(self.send_compressed)
+        call.accepts_compression() && choice.unwrap_or(self.send_compressed)
     }
 
     /// Whether `deadline` has passed before the call to `route` on
@@ -1495,8 +1495,7 @@ impl GrpcConnection {
                             executor::on_message(handler.as_mut(), &mut ctx, message, out);
                         if let Some(choice) = ctx.compression_choice() {
                             if !call.headers_sent {
-                                call.compress =
-                                    call.answer_compression != Encoding::Identity && choice;
+                                call.compress = call.accepts_compression() && choice;
                             }
                         }
                         if let Err(status) = outcome {
@@ -1600,7 +1599,7 @@ impl GrpcConnection {
                 let remote = ctx.take_remote();
                 let mut call = self.take_call(stream).expect("found above");
                 if let (Some(choice), false) = (choice, call.headers_sent) {
-                    call.compress = call.answer_compression != Encoding::Identity && choice;
+                    call.compress = call.accepts_compression() && choice;
                 }
                 if let Some(shared) = remote {
                     if outcome.is_ok() {
@@ -2282,7 +2281,7 @@ impl GrpcConnection {
         if encoding != Encoding::Identity {
             self.deflated.clear();
             compression::deflate_frames(&self.reply, encoding, &mut self.deflated);
-            response::send_compressed_answer(
+            response::send_answer_with(
                 &mut self.h2,
                 &mut self.memos,
                 stream,

@@ -95,19 +95,23 @@ pub(crate) fn send_answer(
             (&mut memos.ok_trailers, &[STATUS_OK]),
         );
     }
-    if metadata_too_large(h2, &SUCCESS_HEADERS, headers, trailers) {
-        return send_metadata_too_large(h2, stream, text);
-    }
-    // Checked above: the metadata fits.
-    send_headers(h2, memos, stream, headers, Encoding::Identity);
-    h2.send_data(stream, reply, false);
-    send_trailers(h2, memos, stream, None, trailers, text);
+    send_answer_with(
+        h2,
+        memos,
+        stream,
+        Encoding::Identity,
+        reply,
+        headers,
+        trailers,
+        text,
+    );
 }
 
-/// Sends a unary answer whose framed message `reply` is compressed with
-/// `encoding`.
+/// Sends a unary answer whose framed message `reply` goes with `encoding`
+/// (compressed unless it is identity), its headers and trailers written
+/// out with the response metadata.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn send_compressed_answer(
+pub(crate) fn send_answer_with(
     h2: &mut Connection,
     memos: &mut Memos,
     stream: u32,

@@ -337,19 +337,26 @@ impl d::pkg::other::cross_server::CrossDispatch for OneQueue {
     }
 }
 
+/// `pkg.other.Cross` served in dispatch mode by one backend thread, with
+/// `shard`; the thread ends once the server is gone.
+fn serve_cross(
+    mut shard: impl d::pkg::other::cross_server::CrossShard + Send + 'static,
+) -> (pajamax::ServerHandle, std::thread::JoinHandle<()>) {
+    use d::pkg::other::cross_server::{CrossCall, CrossServer};
+    let (sender, queue) = pajamax::dispatch::channel::<CrossCall>(16);
+    let backend = std::thread::spawn(move || {
+        for call in queue {
+            call.handle(&mut shard);
+        }
+    });
+    let server = serve(pajamax::Server::builder().add_service(CrossServer::new(OneQueue(sender))));
+    (server, backend)
+}
+
 #[tokio::test]
 async fn dispatch_mode_across_packages() {
     use d::pkg::{a_b::v1, other};
-    let (sender, queue) = pajamax::dispatch::channel::<other::cross_server::CrossCall>(16);
-    let backend = std::thread::spawn(move || {
-        for call in queue {
-            call.handle(&mut Shard);
-        }
-    });
-    let server = serve(
-        pajamax::Server::builder()
-            .add_service(other::cross_server::CrossServer::new(OneQueue(sender))),
-    );
+    let (server, backend) = serve_cross(Shard);
     let mut client = client(&server).await;
     let item: other::Item = unary(
         &mut client,
@@ -559,18 +566,8 @@ impl d::pkg::other::cross_server::CrossShard for Endless {
 #[tokio::test]
 async fn a_dispatched_stream_stops_when_its_client_goes() {
     use d::pkg::other;
-    let (sender, queue) = pajamax::dispatch::channel::<other::cross_server::CrossCall>(16);
     let (ended_tx, ended) = std::sync::mpsc::channel();
-    let backend = std::thread::spawn(move || {
-        let mut shard = Endless(ended_tx);
-        for call in queue {
-            call.handle(&mut shard);
-        }
-    });
-    let server = serve(
-        pajamax::Server::builder()
-            .add_service(other::cross_server::CrossServer::new(OneQueue(sender))),
-    );
+    let (server, backend) = serve_cross(Endless(ended_tx));
     let ended = std::sync::Arc::new(std::sync::Mutex::new(ended));
     let next_end = || {
         let ended = ended.clone();
@@ -862,16 +859,7 @@ impl d::pkg::other::cross_server::CrossShard for Forgetful {
 #[tokio::test]
 async fn a_dispatched_bidi_call_whose_sink_is_dropped_ends_internal() {
     use d::pkg::other;
-    let (sender, queue) = pajamax::dispatch::channel::<other::cross_server::CrossCall>(4);
-    let backend = std::thread::spawn(move || {
-        for call in queue {
-            call.handle(&mut Forgetful);
-        }
-    });
-    let server = serve(
-        pajamax::Server::builder()
-            .add_service(other::cross_server::CrossServer::new(OneQueue(sender))),
-    );
+    let (server, backend) = serve_cross(Forgetful);
     let mut client = client(&server).await;
     client.ready().await.unwrap();
     let (items, requests) = tokio::sync::mpsc::unbounded_channel();

@@ -62,6 +62,39 @@ async fn content_type_is_checked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_is_not_grpc_gets_415_when_its_deadline_passes() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        // The body never ends; the request's grpc-timeout passes first.
+        let block = peer.literal_block(&[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", "/test.Probe/Echo"),
+            ("content-type", "application/json"),
+            ("grpc-timeout", "100m"),
+        ]);
+        peer.send(&frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &block));
+        pajamax_test_peer::TcpClient::listen(&mut peer, Duration::from_secs(5), |h| {
+            !h.blocks.is_empty()
+        })
+    })
+    .await
+    .unwrap();
+    // Still HTTP 415, not a gRPC answer (HTTP 200 with DEADLINE_EXCEEDED)
+    // that an HTTP client would take for a success.
+    let answer = &heard.blocks[0];
+    assert_eq!(answer.get(":status"), Some(&b"415"[..]), "{heard:?}");
+    assert_eq!(answer.get("grpc-status"), None, "{heard:?}");
+    assert_eq!(
+        heard.resets,
+        vec![(1, pajamax_test_peer::ErrorCode::NO_ERROR)]
+    );
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_limit_get_goaway_and_a_clean_close() {
     let server = start(pajamax::Server::builder().workers(2).max_connections(2));
     let _first = connect(&server).await;

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub(crate) struct Call {
     /// The method; `None` for a request that is not gRPC: its body is
-    /// discarded and it gets an HTTP 415 once complete.
+    /// discarded and it gets an HTTP 415 once complete, or once its
+    /// deadline passes.
     pub route: Option<Route>,
     /// The request's custom headers.
     pub metadata: Metadata,

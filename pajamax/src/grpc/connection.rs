@@ -2325,7 +2325,8 @@ impl GrpcConnection {
 
     /// Ends a call taken out of the table: its trailers (or a trailers-only
     /// answer) with `status` (`None` for `OK`), and the thread serving it,
-    /// if any, learns that it ended.
+    /// if any, learns that it ended. A request that is not gRPC gets its
+    /// HTTP 415 instead.
     fn end_call(&mut self, stream: u32, mut call: Box<Call>, mut status: Option<Status>) {
         // Its producer or handler goes first: a panic as it is dropped ends
         // a call that has not failed otherwise `INTERNAL`.
@@ -2333,6 +2334,13 @@ impl GrpcConnection {
             status.get_or_insert(panic);
         }
         self.answered += 1;
+        if call.route.is_none() {
+            // A request that is not gRPC, ended before its body did (its
+            // deadline passed): still HTTP 415. A gRPC status goes with
+            // HTTP 200, which an HTTP client takes for a success.
+            self.recycle(call);
+            return response::send_not_grpc(&mut self.h2, stream);
+        }
         if let (true, Some(route)) = (self.observing, call.route) {
             // A call ended before its handler ran (its deadline passed, or
             // the server stopped, while its body was awaited) has no start:

@@ -62,6 +62,55 @@ async fn content_type_is_checked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_other_than_post_gets_405() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let mut bytes = Vec::new();
+        for (stream, method, content_type) in [
+            (1, "GET", "application/grpc"),
+            (3, "PUT", "application/grpc"),
+            (5, "POST", "text/html"),
+        ] {
+            let block = peer.literal_block(&[
+                (":method", method),
+                (":scheme", "http"),
+                (":path", "/test.Probe/Echo"),
+                ("content-type", content_type),
+            ]);
+            let flags = flag::END_HEADERS | flag::END_STREAM;
+            bytes.extend(frame_bytes(kind::HEADERS, flags, stream, &block));
+        }
+        peer.send(&bytes);
+        pajamax_test_peer::TcpClient::listen(&mut peer, Duration::from_secs(5), |h| {
+            h.blocks.len() >= 3
+        })
+    })
+    .await
+    .unwrap();
+    // The content type is right but the method is not: 405 Method Not
+    // Allowed, with the one method allowed (RFC 9110 section 15.5.6); a
+    // wrong content type is still 415.
+    let answer = |stream: u32| {
+        let block = heard.blocks.iter().find(|b| b.stream == stream).unwrap();
+        (block.get(":status"), block.get("allow"))
+    };
+    assert_eq!(
+        answer(1),
+        (Some(&b"405"[..]), Some(&b"POST"[..])),
+        "{heard:?}"
+    );
+    assert_eq!(
+        answer(3),
+        (Some(&b"405"[..]), Some(&b"POST"[..])),
+        "{heard:?}"
+    );
+    assert_eq!(answer(5), (Some(&b"415"[..]), None), "{heard:?}");
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_is_not_grpc_gets_415_when_its_deadline_passes() {
     let server = start(pajamax::Server::builder().workers(1));
     let addr = server.local_addr();

@@ -19,9 +19,11 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub(crate) struct Call {
     /// The method; `None` for a request that is not gRPC: its body is
-    /// discarded and it gets an HTTP 415 once complete, or once its
-    /// deadline passes.
+    /// discarded and it gets an HTTP 415 (or 405, see `not_post`) once
+    /// complete, or once its deadline passes.
     pub route: Option<Route>,
+    /// A request that is not gRPC because its method is not `POST`.
+    pub not_post: bool,
     /// The request's custom headers.
     pub metadata: Metadata,
     /// The head of a request that repeats the header block of an earlier
@@ -261,6 +263,7 @@ impl Call {
     /// Readies a finished call's room for the next one.
     pub(crate) fn reset(&mut self) {
         self.route = None;
+        self.not_post = false;
         self.metadata.clear();
         self.shared = None;
         self.deadline = None;

@@ -797,6 +797,7 @@ impl GrpcConnection {
         let mut head = head::parse(list.classified(fields), &mut call.metadata);
         call.answer_compression = head.answer_compression();
         if !head.is_grpc {
+            call.not_post = !head.is_post;
             call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
             return Ok(None);
         }
@@ -989,9 +990,10 @@ impl GrpcConnection {
     /// a request that is not gRPC): answer with what it sent.
     fn finish_collecting(&mut self, stream: u32, call: Box<Call>) {
         if call.route.is_none() {
+            let not_post = call.not_post;
             self.recycle(call);
             self.answered += 1;
-            return response::send_not_grpc(&mut self.h2, stream);
+            return response::send_not_grpc(&mut self.h2, stream, not_post);
         }
         let bytes = call.inbound.bytes();
         if bytes.is_empty() {
@@ -2326,7 +2328,7 @@ impl GrpcConnection {
     /// Ends a call taken out of the table: its trailers (or a trailers-only
     /// answer) with `status` (`None` for `OK`), and the thread serving it,
     /// if any, learns that it ended. A request that is not gRPC gets its
-    /// HTTP 415 instead.
+    /// HTTP 415 (or 405) instead.
     fn end_call(&mut self, stream: u32, mut call: Box<Call>, mut status: Option<Status>) {
         // Its producer or handler goes first: a panic as it is dropped ends
         // a call that has not failed otherwise `INTERNAL`.
@@ -2336,10 +2338,11 @@ impl GrpcConnection {
         self.answered += 1;
         if call.route.is_none() {
             // A request that is not gRPC, ended before its body did (its
-            // deadline passed): still HTTP 415. A gRPC status goes with
-            // HTTP 200, which an HTTP client takes for a success.
+            // deadline passed): still HTTP 415 (or 405). A gRPC status goes
+            // with HTTP 200, which an HTTP client takes for a success.
+            let not_post = call.not_post;
             self.recycle(call);
-            return response::send_not_grpc(&mut self.h2, stream);
+            return response::send_not_grpc(&mut self.h2, stream, not_post);
         }
         if let (true, Some(route)) = (self.observing, call.route) {
             // A call ended before its handler ran (its deadline passed, or

@@ -14,8 +14,10 @@ pub(crate) struct RequestHead<'f> {
     /// the same path, so its route can be remembered.
     pub path_id: u64,
     /// `POST` with a gRPC content-type; anything else is answered with
-    /// HTTP 415.
+    /// HTTP 405 (another method) or 415 (another content-type).
     pub is_grpc: bool,
+    /// `:method` is `POST`.
+    pub is_post: bool,
     /// How long the client waits, from `grpc-timeout`.
     pub timeout: Option<Duration>,
     /// How the request's messages are compressed (`grpc-encoding`); `None`
@@ -49,6 +51,7 @@ pub(crate) fn parse<'f>(
         path: b"",
         path_id: 0,
         is_grpc: false,
+        is_post: false,
         timeout: None,
         encoding: Some(Encoding::Identity),
         accepts: Accepts::default(),
@@ -75,6 +78,7 @@ pub(crate) fn parse<'f>(
             | FieldKind::ContentLength => {}
         }
     }
+    head.is_post = method_post;
     head.is_grpc = method_post && is_grpc;
     head
 }

@@ -1,6 +1,6 @@
 //! Answers as HTTP/2 header blocks and data: response headers, messages,
-//! trailers with `grpc-status`, trailers-only answers, and the HTTP 415 for
-//! requests that are not gRPC.
+//! trailers with `grpc-status`, trailers-only answers, and the HTTP 405 or
+//! 415 for requests that are not gRPC.
 
 use crate::grpc::compression::{self, Encoding};
 use crate::grpc::metadata::Metadata;
@@ -255,13 +255,21 @@ fn send_metadata_too_large(h2: &mut Connection, stream: u32, text: &mut Vec<u8>)
     h2.send_headers(stream, &fields, true);
 }
 
-/// Answers a request that is not gRPC with HTTP 415.
-pub(crate) fn send_not_grpc(h2: &mut Connection, stream: u32) {
-    let headers = [
+/// Answers a request that is not gRPC: HTTP 405 with the one method
+/// allowed when its method is not `POST` (RFC 9110 section 15.5.6), else
+/// HTTP 415 for its content-type.
+pub(crate) fn send_not_grpc(h2: &mut Connection, stream: u32, not_post: bool) {
+    let not_allowed = [
+        Field::indexed(b":status", b"405"),
+        Field::indexed(b"allow", b"POST"),
+        Field::indexed(b"content-type", b"text/plain"),
+    ];
+    let unsupported = [
         Field::indexed(b":status", b"415"),
         Field::indexed(b"content-type", b"text/plain"),
     ];
-    h2.send_headers(stream, &headers, false);
+    let headers: &[Field<'_>] = if not_post { &not_allowed } else { &unsupported };
+    h2.send_headers(stream, headers, false);
     h2.send_data(stream, NOT_GRPC_BODY, true);
 }
 

@@ -111,6 +111,35 @@ async fn a_method_other_than_post_gets_405() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_to_head_has_no_body() {
+    let server = start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let block = peer.literal_block(&[
+            (":method", "HEAD"),
+            (":scheme", "http"),
+            (":path", "/test.Probe/Echo"),
+            ("content-type", "application/grpc"),
+        ]);
+        let flags = flag::END_HEADERS | flag::END_STREAM;
+        peer.send(&frame_bytes(kind::HEADERS, flags, 1, &block));
+        pajamax_test_peer::TcpClient::listen(&mut peer, Duration::from_secs(5), |h| {
+            h.blocks.iter().any(|b| b.end_stream) || h.data_frames > 0
+        })
+    })
+    .await
+    .unwrap();
+    // A response to HEAD has no content (RFC 9110 section 9.3.2): the
+    // header block ends the stream, and no DATA follows.
+    let answer = &heard.blocks[0];
+    assert_eq!(answer.get(":status"), Some(&b"405"[..]), "{heard:?}");
+    assert!(answer.end_stream, "{heard:?}");
+    assert_eq!(heard.data_frames, 0, "{heard:?}");
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_is_not_grpc_gets_415_when_its_deadline_passes() {
     let server = start(pajamax::Server::builder().workers(1));
     let addr = server.local_addr();

@@ -6,6 +6,7 @@ use crate::grpc::context::ResponseMetadata;
 use crate::grpc::framing::MessageBuf;
 use crate::grpc::metadata::Metadata;
 use crate::grpc::remote::Shared;
+use crate::grpc::response::NotGrpc;
 use crate::grpc::router::Route;
 use crate::grpc::status::Status;
 use crate::grpc::streaming::{RawHandler, RawProducer};
@@ -19,11 +20,11 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub(crate) struct Call {
     /// The method; `None` for a request that is not gRPC: its body is
-    /// discarded and it gets an HTTP 415 (or 405, see `not_post`) once
+    /// discarded and it gets an HTTP 415 or 405 (`not_grpc`) once
     /// complete, or once its deadline passes.
     pub route: Option<Route>,
-    /// A request that is not gRPC because its method is not `POST`.
-    pub not_post: bool,
+    /// Why a request is not gRPC, when it is not.
+    pub not_grpc: NotGrpc,
     /// The request's custom headers.
     pub metadata: Metadata,
     /// The head of a request that repeats the header block of an earlier
@@ -263,7 +264,7 @@ impl Call {
     /// Readies a finished call's room for the next one.
     pub(crate) fn reset(&mut self) {
         self.route = None;
-        self.not_post = false;
+        self.not_grpc = NotGrpc::ContentType;
         self.metadata.clear();
         self.shared = None;
         self.deadline = None;

@@ -30,7 +30,7 @@ use crate::grpc::head;
 use crate::grpc::intercept::FinishedCall;
 use crate::grpc::metadata::Metadata;
 use crate::grpc::remote::{CancelReason, Delivery, Inbox, Lent, Offered, Part, Queued};
-use crate::grpc::response;
+use crate::grpc::response::{self, NotGrpc};
 use crate::grpc::router::{Route, Router};
 use crate::grpc::service::MethodKind;
 use crate::grpc::status::{Code, Status};
@@ -797,7 +797,7 @@ impl GrpcConnection {
         let mut head = head::parse(list.classified(fields), &mut call.metadata);
         call.answer_compression = head.answer_compression();
         if !head.is_grpc {
-            call.not_post = !head.is_post;
+            call.not_grpc = NotGrpc::of(head.method);
             call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
             return Ok(None);
         }
@@ -990,10 +990,10 @@ impl GrpcConnection {
     /// a request that is not gRPC): answer with what it sent.
     fn finish_collecting(&mut self, stream: u32, call: Box<Call>) {
         if call.route.is_none() {
-            let not_post = call.not_post;
+            let why = call.not_grpc;
             self.recycle(call);
             self.answered += 1;
-            return response::send_not_grpc(&mut self.h2, stream, not_post);
+            return response::send_not_grpc(&mut self.h2, stream, why);
         }
         let bytes = call.inbound.bytes();
         if bytes.is_empty() {
@@ -2340,9 +2340,9 @@ impl GrpcConnection {
             // A request that is not gRPC, ended before its body did (its
             // deadline passed): still HTTP 415 (or 405). A gRPC status goes
             // with HTTP 200, which an HTTP client takes for a success.
-            let not_post = call.not_post;
+            let why = call.not_grpc;
             self.recycle(call);
-            return response::send_not_grpc(&mut self.h2, stream, not_post);
+            return response::send_not_grpc(&mut self.h2, stream, why);
         }
         if let (true, Some(route)) = (self.observing, call.route) {
             // A call ended before its handler ran (its deadline passed, or

@@ -16,8 +16,8 @@ pub(crate) struct RequestHead<'f> {
     /// `POST` with a gRPC content-type; anything else is answered with
     /// HTTP 405 (another method) or 415 (another content-type).
     pub is_grpc: bool,
-    /// `:method` is `POST`.
-    pub is_post: bool,
+    /// `:method`.
+    pub method: &'f [u8],
     /// How long the client waits, from `grpc-timeout`.
     pub timeout: Option<Duration>,
     /// How the request's messages are compressed (`grpc-encoding`); `None`
@@ -51,14 +51,17 @@ pub(crate) fn parse<'f>(
         path: b"",
         path_id: 0,
         is_grpc: false,
-        is_post: false,
+        method: b"",
         timeout: None,
         encoding: Some(Encoding::Identity),
         accepts: Accepts::default(),
     };
     for field in fields {
         match field.kind {
-            FieldKind::Method => method_post = field.flag,
+            FieldKind::Method => {
+                method_post = field.flag;
+                head.method = field.value;
+            }
             FieldKind::Path => {
                 head.path = field.value;
                 head.path_id = field.id;
@@ -78,7 +81,6 @@ pub(crate) fn parse<'f>(
             | FieldKind::ContentLength => {}
         }
     }
-    head.is_post = method_post;
     head.is_grpc = method_post && is_grpc;
     head
 }

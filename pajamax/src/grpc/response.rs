@@ -255,10 +255,34 @@ fn send_metadata_too_large(h2: &mut Connection, stream: u32, text: &mut Vec<u8>)
     h2.send_headers(stream, &fields, true);
 }
 
+/// Why a request is not gRPC, which decides its HTTP answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum NotGrpc {
+    /// A `POST` whose content-type is not gRPC: HTTP 415.
+    #[default]
+    ContentType,
+    /// Another method: HTTP 405.
+    Method,
+    /// `HEAD`: HTTP 405 without a body, as every answer to `HEAD` (RFC
+    /// 9110 section 9.3.2).
+    Head,
+}
+
+impl NotGrpc {
+    /// Why a request with `:method` `method` is not gRPC.
+    pub(crate) fn of(method: &[u8]) -> NotGrpc {
+        match method {
+            b"POST" => NotGrpc::ContentType,
+            b"HEAD" => NotGrpc::Head,
+            _ => NotGrpc::Method,
+        }
+    }
+}
+
 /// Answers a request that is not gRPC: HTTP 405 with the one method
 /// allowed when its method is not `POST` (RFC 9110 section 15.5.6), else
 /// HTTP 415 for its content-type.
-pub(crate) fn send_not_grpc(h2: &mut Connection, stream: u32, not_post: bool) {
+pub(crate) fn send_not_grpc(h2: &mut Connection, stream: u32, why: NotGrpc) {
     let not_allowed = [
         Field::indexed(b":status", b"405"),
         Field::indexed(b"allow", b"POST"),
@@ -268,9 +292,17 @@ pub(crate) fn send_not_grpc(h2: &mut Connection, stream: u32, not_post: bool) {
         Field::indexed(b":status", b"415"),
         Field::indexed(b"content-type", b"text/plain"),
     ];
-    let headers: &[Field<'_>] = if not_post { &not_allowed } else { &unsupported };
-    h2.send_headers(stream, headers, false);
-    h2.send_data(stream, NOT_GRPC_BODY, true);
+    match why {
+        NotGrpc::ContentType => {
+            h2.send_headers(stream, &unsupported, false);
+            h2.send_data(stream, NOT_GRPC_BODY, true);
+        }
+        NotGrpc::Method => {
+            h2.send_headers(stream, &not_allowed, false);
+            h2.send_data(stream, NOT_GRPC_BODY, true);
+        }
+        NotGrpc::Head => h2.send_headers(stream, &not_allowed, true),
+    }
 }
 
 /// `grpc-status` and, when there are some, `grpc-message` and

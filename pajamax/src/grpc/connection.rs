@@ -2522,10 +2522,16 @@ fn unimplemented_status(router: &Router, path: &[u8]) -> Status {
     const ECHOED: usize = 128;
     let path = &path[..path.len().min(ECHOED)];
     let text = String::from_utf8_lossy(path);
-    let service = path
-        .strip_prefix(b"/")
-        .and_then(|p| p.split(|&b| b == b'/').next())
-        .unwrap_or(b"");
+    // A gRPC path is `/{service}/{method}`, both parts non-empty.
+    let service = path.strip_prefix(b"/").and_then(|rest| {
+        let slash = rest.iter().position(|&b| b == b'/')?;
+        let (service, method) = (&rest[..slash], &rest[slash + 1..]);
+        let whole = !service.is_empty() && !method.is_empty() && !method.contains(&b'/');
+        whole.then_some(service)
+    });
+    let Some(service) = service else {
+        return Status::unimplemented(format!("malformed method name \"{text}\""));
+    };
     if router.has_service(service) {
         Status::unimplemented(format!("unknown method {text}"))
     } else {
@@ -3652,6 +3658,24 @@ mod tests {
         assert!(status.message().len() < 160, "{}", status.message().len());
         let status = unimplemented_status(&router, b"/pkg.Svc/Do");
         assert_eq!(status.message(), "unknown service pkg.Svc");
+        // A path not of the form `/{service}/{method}` is named as such,
+        // not as a service with an empty or odd name.
+        for malformed in [
+            "/",
+            "/pkg.Svc",
+            "/pkg.Svc/",
+            "//Do",
+            "pkg.Svc/Do",
+            "*",
+            "/a/b/c",
+        ] {
+            let status = unimplemented_status(&router, malformed.as_bytes());
+            assert_eq!(status.code(), Code::Unimplemented);
+            assert_eq!(
+                status.message(),
+                format!("malformed method name \"{malformed}\"")
+            );
+        }
     }
 
     #[test]

@@ -302,3 +302,68 @@ async fn stream_headers_past_the_clients_header_list_limit_end_the_call_internal
     assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 1);
     common::stop(server).await;
 }
+
+/// A service whose handler sends each request entry named `x-echo-*`
+/// back as a response header, borrowing the request's values while it
+/// sets them (no copy of them first).
+struct Echoer;
+
+impl Service for Echoer {
+    fn name(&self) -> &'static str {
+        "test.Echoer"
+    }
+
+    fn methods(&self) -> &'static [pajamax::Method] {
+        const METHODS: [pajamax::Method; 1] = [pajamax::Method::unary("Echo")];
+        &METHODS
+    }
+
+    fn unary(
+        &self,
+        _method: usize,
+        ctx: &mut Context<'_>,
+        _request: &[u8],
+        reply: &mut Reply<'_>,
+    ) -> Result<(), Status> {
+        let request = ctx.metadata();
+        for (name, value) in request.iter() {
+            if name.starts_with("x-echo-") {
+                let value = std::str::from_utf8(value).unwrap_or("");
+                ctx.headers_mut().insert(name, value).unwrap();
+            }
+        }
+        if let Some(id) = request.get("x-request-id") {
+            ctx.trailers_mut().insert("x-request-id", id).unwrap();
+        }
+        reply.encode(&ProbeReply::default());
+        Ok(())
+    }
+}
+
+/// The request metadata lives as long as the context, not as one borrow
+/// of it: a handler sets response metadata from it without copying it.
+#[tokio::test]
+async fn request_metadata_is_borrowed_while_response_metadata_is_set() {
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(Echoer)
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let channel = connect(&server).await;
+    let mut client = tonic::client::Grpc::new(channel);
+    client.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<ProbeRequest, ProbeReply>::default();
+    let mut request = text("");
+    request
+        .metadata_mut()
+        .insert("x-echo-a", "one".parse().unwrap());
+    request
+        .metadata_mut()
+        .insert("x-request-id", "r-7".parse().unwrap());
+    let path = PathAndQuery::from_static("/test.Echoer/Echo");
+    let response = client.unary(request, path, codec).await.unwrap();
+    assert_eq!(response.metadata().get("x-echo-a").unwrap(), "one");
+    assert_eq!(response.metadata().get("x-request-id").unwrap(), "r-7");
+    common::stop(server).await;
+}

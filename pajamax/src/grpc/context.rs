@@ -271,7 +271,27 @@ impl<'a> Context<'a> {
     /// The request's custom headers (not the pseudo-headers, `content-type`,
     /// `content-length`, `te`, `grpc-timeout`, `grpc-encoding` or
     /// `grpc-accept-encoding`).
-    pub fn metadata(&self) -> &Metadata {
+    ///
+    /// They are borrowed for as long as the context lives, not from this
+    /// call, so a handler can set response metadata from them without
+    /// copying them first:
+    ///
+    /// ```
+    /// use pajamax::{Context, Metadata, ResponseMetadata};
+    ///
+    /// fn echo_request_id(ctx: &mut Context<'_>) {
+    ///     if let Some(id) = ctx.metadata().get("x-request-id") {
+    ///         ctx.headers_mut().insert("x-request-id", id).unwrap();
+    ///     }
+    /// }
+    ///
+    /// let mut request = Metadata::new();
+    /// request.insert("x-request-id", "r-7").unwrap();
+    /// let mut response = ResponseMetadata::default();
+    /// echo_request_id(&mut Context::new(&request, None, None, &mut response));
+    /// assert_eq!(response.headers.get("x-request-id"), Some("r-7"));
+    /// ```
+    pub fn metadata(&self) -> &'a Metadata {
         self.request_metadata
     }
 

@@ -495,7 +495,8 @@ impl Builder {
     }
 
     /// The fully qualified names of the services added so far, such as
-    /// `helloworld.Greeter`, in the order they were added.
+    /// `helloworld.Greeter`, in the order they were added; a name added
+    /// twice (the later service replaces the earlier) is listed once.
     pub fn service_names(&self) -> Vec<&'static str> {
         self.router.service_names().collect()
     }

@@ -85,9 +85,18 @@ impl Router {
         }
     }
 
-    /// The names of the services, in the order they were added.
+    /// The names of the services, in the order they were added, each once:
+    /// a service that replaced an earlier one of its name takes its place.
     pub fn service_names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.services.iter().map(|s| s.name())
+        self.services
+            .iter()
+            .enumerate()
+            .filter(|&(index, service)| {
+                !self.services[..index]
+                    .iter()
+                    .any(|earlier| earlier.name() == service.name())
+            })
+            .map(|(_, service)| service.name())
     }
 
     /// Whether a service named `name` is registered.
@@ -122,5 +131,26 @@ mod tests {
         router.add(Arc::new(Named(&NEW)));
         assert_eq!(router.route(b"/demo.S/Kept").map(|r| r.service), Some(1));
         assert_eq!(router.route(b"/demo.S/Gone"), None);
+    }
+
+    #[test]
+    fn a_replaced_service_is_named_once() {
+        struct Other;
+        impl Service for Other {
+            fn name(&self) -> &'static str {
+                "demo.Other"
+            }
+
+            fn methods(&self) -> &'static [Method] {
+                &[]
+            }
+        }
+        const METHODS: [Method; 1] = [Method::unary("Kept")];
+        let mut router = Router::new();
+        router.add(Arc::new(Named(&METHODS)));
+        router.add(Arc::new(Other));
+        router.add(Arc::new(Named(&METHODS)));
+        let names: Vec<&str> = router.service_names().collect();
+        assert_eq!(names, ["demo.S", "demo.Other"]);
     }
 }

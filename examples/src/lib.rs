@@ -230,11 +230,11 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_request_is_an_invalid_argument() {
+    fn a_malformed_request_is_internal() {
         let server = GreeterServer::new(GreeterService);
         // Field 1, length-delimited, claiming ten bytes but carrying one.
         let err = call(&server, "SayHello", &[0x0a, 0x0a, b'w']).unwrap_err();
-        assert_eq!(err.code(), Code::InvalidArgument);
+        assert_eq!(err.code(), Code::Internal);
     }
 
     #[test]

@@ -345,7 +345,7 @@ impl Service for Echo {
     ) -> Result<(), Status> {
         match method {
             // A `bytes` message (field 1) decoded and sent back: malformed
-            // requests become INVALID_ARGUMENT. Its `Choice` picks the
+            // requests become INTERNAL. Its `Choice` picks the
             // compression, or an answer whose encoding panics.
             0 => {
                 let message: Vec<u8> = decode_request(request)?;

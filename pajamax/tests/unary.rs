@@ -169,7 +169,7 @@ async fn panicking_handler_fails_only_its_call() {
 }
 
 #[tokio::test]
-async fn malformed_request_message_is_invalid_argument() {
+async fn malformed_request_message_is_internal_as_with_tonic_and_grpc_go() {
     let server = start(pajamax::Server::builder().workers(1));
     let channel = connect(&server).await;
     // A ProbeRequest field 1 (string) claiming 100 bytes that are not there:
@@ -184,7 +184,11 @@ async fn malformed_request_message_is_invalid_argument() {
         .unary(request, "/test.Probe/Echo".parse().unwrap(), codec)
         .await
         .unwrap_err();
-    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(status.code(), Code::Internal);
+    assert!(
+        status.message().starts_with("failed to decode request"),
+        "{status:?}"
+    );
     stop(server).await;
 }
 

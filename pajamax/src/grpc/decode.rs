@@ -41,7 +41,8 @@ impl Buf for MessageBytes<'_> {
 }
 
 /// Decodes `bytes` into `message` (a default one), mapping a malformed
-/// message to `INVALID_ARGUMENT`. The message is built where it is kept,
+/// message to `INTERNAL` (as the gRPC status codes guide, tonic and
+/// grpc-go map a request that does not parse). The message is built where it is kept,
 /// rather than returned and moved there.
 #[inline]
 pub(crate) fn merge<M: prost::Message>(message: &mut M, bytes: &[u8]) -> Result<(), Status> {
@@ -107,13 +108,13 @@ mod tests {
     }
 
     #[test]
-    fn every_cut_of_a_message_fails_as_invalid_argument() {
+    fn every_cut_of_a_message_fails_as_internal() {
         let encoded = item().encode_to_vec();
         for end in 1..encoded.len() {
             let cut = &encoded[..end];
             match (decode::<Item>(cut), Item::decode(cut)) {
                 (Ok(ours), Ok(theirs)) => assert_eq!(ours, theirs, "cut at {end}"),
-                (Err(status), Err(_)) => assert_eq!(status.code(), Code::InvalidArgument),
+                (Err(status), Err(_)) => assert_eq!(status.code(), Code::Internal),
                 (ours, theirs) => panic!("cut at {end}: {ours:?} against {theirs:?}"),
             }
         }

@@ -1052,7 +1052,7 @@ impl<M> Drop for Sink<M> {
 ///
 /// Iterating blocks until the next message arrives and ends when the client
 /// is done. An item is an error when a message does not decode
-/// (`INVALID_ARGUMENT`) or the call has ended ([`Cancelled`] as a status);
+/// (`INTERNAL`) or the call has ended ([`Cancelled`] as a status);
 /// nothing follows an error. Taking messages is what lets the client send
 /// more: its flow-control window opens as the queue empties. Dropping it
 /// lets go of the requests: those not taken yet, and those the client

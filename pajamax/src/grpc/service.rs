@@ -213,13 +213,14 @@ impl<'a> Reply<'a> {
     }
 }
 
-/// Decodes a request message, mapping a malformed one to `INVALID_ARGUMENT`.
+/// Decodes a request message, mapping a malformed one to `INTERNAL` (as
+/// tonic and grpc-go answer a request that does not parse).
 ///
 /// ```
 /// let n: u32 = pajamax::decode_request(&[0x08, 7]).unwrap();
 /// assert_eq!(n, 7);
 /// let err = pajamax::decode_request::<u32>(&[0x08]).unwrap_err();
-/// assert_eq!(err.code(), pajamax::Code::InvalidArgument);
+/// assert_eq!(err.code(), pajamax::Code::Internal);
 /// ```
 pub fn decode_request<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, Status> {
     let mut message = M::default();
@@ -228,7 +229,7 @@ pub fn decode_request<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, St
 }
 
 /// Decodes a request message into `message` (a default one), mapping a
-/// malformed one to `INVALID_ARGUMENT`: as [`decode_request`], but the
+/// malformed one to `INTERNAL`: as [`decode_request`], but the
 /// message is built where it is kept instead of being returned and moved
 /// there (what generated code calls).
 ///
@@ -238,7 +239,7 @@ pub fn decode_request<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, St
 /// assert_eq!(n, 7);
 /// let mut m = 0u32;
 /// let err = pajamax::decode_request_into(&mut m, &[0x08]).unwrap_err();
-/// assert_eq!(err.code(), pajamax::Code::InvalidArgument);
+/// assert_eq!(err.code(), pajamax::Code::Internal);
 /// ```
 pub fn decode_request_into<M: prost::Message>(message: &mut M, bytes: &[u8]) -> Result<(), Status> {
     crate::grpc::decode::merge(message, bytes)

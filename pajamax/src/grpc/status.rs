@@ -235,9 +235,12 @@ impl fmt::Display for Status {
 
 impl std::error::Error for Status {}
 
+/// A message that does not decode is `INTERNAL`, as the gRPC status codes
+/// guide lists "error parsing request proto", and as tonic and grpc-go
+/// answer it.
 impl From<prost::DecodeError> for Status {
     fn from(err: prost::DecodeError) -> Status {
-        Status::invalid_argument(format!("failed to decode request: {err}"))
+        Status::internal(format!("failed to decode request: {err}"))
     }
 }
 

@@ -60,7 +60,9 @@
 //! Method names are the `snake_case` of the proto names, with Rust keywords
 //! escaped as prost escapes field names (`Type` becomes `r#type`).
 //! `google.protobuf.Empty` is `()`, as in prost. Proto comments become doc
-//! comments. Two rpcs whose Rust names meet give a `compile_error!` naming
+//! comments, on messages and services alike; a code block in one (an
+//! indented command line, a fenced example) becomes a `text` block, so it
+//! never runs as a doctest of the crate that includes the code. Two rpcs whose Rust names meet give a `compile_error!` naming
 //! the name. A service named `Self` has the trait `Self_`, as prost names
 //! it, and `SelfServer` (`SelfShard`, ... in dispatch mode); one named `T`
 //! has `TServer<H: T>`.

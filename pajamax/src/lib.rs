@@ -263,7 +263,7 @@ mod tls;
 pub use grpc::context::{Context, ResponseMetadata};
 pub use grpc::intercept::{CallInfo, CallObserver, FinishedCall, Intercepted, Interceptor};
 pub use grpc::metadata::{InvalidMetadata, Metadata};
-pub use grpc::remote::{CancelReason, Cancelled, Responder, Sink, Streaming};
+pub use grpc::remote::{CancelReason, Cancelled, Responder, Sink, Streaming, TrySendError};
 pub use grpc::service::{decode_request, decode_request_into, Method, MethodKind, Reply, Service};
 pub use grpc::status::{Code, Status};
 pub use grpc::streaming::{

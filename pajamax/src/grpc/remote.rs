@@ -149,6 +149,47 @@ impl From<Cancelled> for Status {
     }
 }
 
+/// Why [`Sink::try_send`] sent nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TrySendError {
+    /// No room now: the stream has as many answer bytes on their way as
+    /// its send buffer holds (the client has not read them), or the
+    /// connection's sinks as many as they may have together. The message
+    /// was not sent; the call goes on.
+    Full,
+    /// The call has ended; stop producing.
+    Cancelled(Cancelled),
+}
+
+impl fmt::Display for TrySendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Full => f.write_str("no room for the message: the client reads slower"),
+            TrySendError::Cancelled(cancelled) => cancelled.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for TrySendError {}
+
+impl From<Cancelled> for TrySendError {
+    fn from(cancelled: Cancelled) -> TrySendError {
+        TrySendError::Cancelled(cancelled)
+    }
+}
+
+impl From<TrySendError> for Status {
+    /// `RESOURCE_EXHAUSTED` for a client that does not keep up (the status
+    /// a fan-out may end such a call with), else as [`Cancelled`]'s.
+    fn from(error: TrySendError) -> Status {
+        match error {
+            TrySendError::Full => Status::resource_exhausted(error.to_string()),
+            TrySendError::Cancelled(cancelled) => cancelled.into(),
+        }
+    }
+}
+
 /// Where a call's parts go, and the limits of what may be in flight.
 #[derive(Clone)]
 pub(crate) struct Target {
@@ -220,6 +261,18 @@ impl Lent {
         }
         state.waiting.push_back(Arc::downgrade(sink));
         None
+    }
+
+    /// Takes `bytes` if any credit is left and no sink waits for it (a
+    /// sink that does not wait does not pass those that do); `false`
+    /// otherwise.
+    fn try_take(&self, bytes: usize) -> bool {
+        let mut state = lock(&self.state);
+        let room = state.credit > 0 && state.waiting.is_empty();
+        if room {
+            state.credit -= bytes as i64;
+        }
+        room
     }
 
     /// What the sinks may still take.
@@ -616,6 +669,31 @@ impl Shared {
         }
     }
 
+    /// Takes the credit for `bytes` if it is there now, without waiting:
+    /// `Ok(false)` when it is not.
+    fn try_take_credit(&self, bytes: usize) -> Result<bool, Cancelled> {
+        let mut state = lock(&self.state);
+        if let Some(reason) = state.cancelled {
+            return Err(Cancelled { reason });
+        }
+        if state.credit <= 0 || state.lent_waiting || !self.target.lent.try_take(bytes) {
+            return Ok(false);
+        }
+        state.credit -= bytes as i64;
+        state.lent += bytes;
+        Ok(true)
+    }
+
+    /// Whether credit for a message is there now (it may be gone by the
+    /// time the message is encoded), or the call has ended.
+    fn has_credit(&self) -> Result<bool, Cancelled> {
+        let state = lock(&self.state);
+        if let Some(reason) = state.cancelled {
+            return Err(Cancelled { reason });
+        }
+        Ok(state.credit > 0 && !state.lent_waiting)
+    }
+
     /// Waits for the next request message; `Ok(None)` once the client is
     /// done.
     fn take_incoming(&self) -> Result<Option<Vec<u8>>, Status> {
@@ -980,6 +1058,64 @@ impl<M: prost::Message> Sink<M> {
         self.send_message(message, true)
     }
 
+    /// Sends one message if there is room for it now, without waiting:
+    /// for a thread that feeds many calls (a fan-out to subscribers), where
+    /// one client that stops reading must not hold up the others. On
+    /// [`TrySendError::Full`] nothing was sent and the call goes on: try
+    /// again later, skip the message, or end the call (`?` makes the error
+    /// `RESOURCE_EXHAUSTED`).
+    ///
+    /// ```
+    /// use pajamax::{Sink, Status, TrySendError};
+    ///
+    /// /// Sends `event` to every subscriber that keeps up; ends the calls of
+    /// /// those that do not, and forgets the calls that ended.
+    /// fn publish(subscribers: &mut Vec<Sink<u64>>, event: u64) {
+    ///     let mut kept = Vec::new();
+    ///     for mut sink in subscribers.drain(..) {
+    ///         match sink.try_send(&event) {
+    ///             Ok(()) => kept.push(sink),
+    ///             Err(TrySendError::Full) => sink.finish(Err(Status::resource_exhausted("too slow"))),
+    ///             Err(ended) => sink.finish(Err(ended.into())),
+    ///         }
+    ///     }
+    ///     *subscribers = kept;
+    /// }
+    /// # let md = pajamax::Metadata::new();
+    /// # let mut response = pajamax::ResponseMetadata::default();
+    /// # let mut ctx = pajamax::Context::new(&md, None, None, &mut response);
+    /// # let (_stream, sink) = pajamax::ServerStream::<u64>::channel(&mut ctx);
+    /// # let mut subscribers = vec![sink];
+    /// # publish(&mut subscribers, 7);
+    /// # assert_eq!(subscribers.len(), 1);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`TrySendError::Full`] when there is no room now;
+    /// [`TrySendError::Cancelled`] once the call has ended.
+    pub fn try_send(&mut self, message: &M) -> Result<(), TrySendError> {
+        let Some(shared) = self.shared.clone() else {
+            return Ok(());
+        };
+        // Not encoded for nothing when there is no room (the usual case
+        // for a client that stopped reading).
+        if !shared.has_credit()? {
+            return Err(TrySendError::Full);
+        }
+        let bytes = framed(message);
+        if !shared.try_take_credit(bytes.len())? {
+            return Err(TrySendError::Full);
+        }
+        if !self.headers_sent {
+            self.headers_sent = true;
+            shared.release_request();
+            shared.send(Part::Headers(std::mem::take(&mut self.headers)));
+        }
+        shared.send(Part::Message(bytes));
+        Ok(())
+    }
+
     /// Sends one message, marked [`framing::PLAIN`] when `plain` (the
     /// worker writes 0 over the mark before it leaves), once the credit
     /// for it is there.
@@ -1296,6 +1432,85 @@ mod tests {
         assert_eq!(sent.len(), 1);
         assert_eq!(sent[0].stream, 5);
         assert_eq!(third.take_lent(), 8, "held until given back");
+    }
+
+    #[test]
+    fn try_send_sends_while_there_is_credit_and_never_waits() {
+        let (inbox, _) = counting_inbox();
+        let shared = shared(&inbox, 1, 8);
+        let mut sink = Sink::<u32>::new(Some(shared.clone()), Metadata::new(), Metadata::new());
+        // Nothing was sent yet: the first message goes, headers first.
+        sink.try_send(&300).unwrap();
+        let parts = drain(&inbox);
+        assert!(matches!(&parts[0].part, Part::Headers(_)));
+        assert!(matches!(&parts[1].part, Part::Message(m) if m.len() == 8));
+        // The stream's credit is spent: full, at once, and nothing sent.
+        assert_eq!(sink.try_send(&1), Err(TrySendError::Full));
+        assert!(drain(&inbox).is_empty());
+        // Credit back: it sends again.
+        shared.return_credit(8);
+        sink.try_send(&1).unwrap();
+        assert!(matches!(&drain(&inbox)[0].part, Part::Message(m) if m.len() == 7));
+        // An ended call: cancelled, not full.
+        shared.return_credit(7);
+        shared.cancel(CancelReason::Cancelled);
+        let error = sink.try_send(&1).unwrap_err();
+        assert_eq!(
+            error,
+            TrySendError::Cancelled(Cancelled {
+                reason: CancelReason::Cancelled
+            })
+        );
+        assert_eq!(Status::from(error).code(), crate::Code::Cancelled);
+        assert_eq!(
+            Status::from(TrySendError::Full).code(),
+            crate::Code::ResourceExhausted
+        );
+    }
+
+    #[test]
+    fn try_send_does_not_pass_a_sink_that_waits_for_the_connections_credit() {
+        let (inbox, _) = counting_inbox();
+        let lent = Lent::new(8);
+        let target = |stream| Target {
+            lent: lent.clone(),
+            ..target(&inbox, stream)
+        };
+        let first = Shared::new(target(1), None);
+        let second = Shared::new(target(3), None);
+        let third = Shared::new(target(5), None);
+        let mut sink = Sink::<u32>::new(Some(first.clone()), Metadata::new(), Metadata::new());
+        sink.try_send(&300).unwrap();
+        drain(&inbox);
+        // The connection's credit is spent: full for another call too,
+        // though its own stream has credit.
+        let mut other = Sink::<u32>::new(Some(third.clone()), Metadata::new(), Metadata::new());
+        assert_eq!(other.try_send(&300), Err(TrySendError::Full));
+        let waiter = std::thread::spawn(move || {
+            let mut sink = Sink::<u32>::new(Some(second), Metadata::new(), Metadata::new());
+            sink.send(&300)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // Credit back: the sink that waited takes it, not the one that
+        // tries.
+        first.return_credit(8);
+        waiter.join().unwrap().unwrap();
+        assert_eq!(other.try_send(&300), Err(TrySendError::Full));
+        let sent: Vec<u32> = drain(&inbox)
+            .into_iter()
+            .filter(|part| matches!(part.part, Part::Message(_)))
+            .map(|part| part.stream)
+            .collect();
+        assert_eq!(sent, [3]);
+        // While a sink waits for the connection's credit, a try takes none
+        // of it, even when some is there before the waiter has woken.
+        let pool = Lent::new(8);
+        assert_eq!(pool.take(8, &first), Some(false));
+        assert_eq!(pool.take(8, &third), None, "the third waits");
+        lock(&pool.state).credit += 8;
+        assert!(!pool.try_take(1));
+        lock(&pool.state).waiting.clear();
+        assert!(pool.try_take(1));
     }
 
     /// A small generator of pseudo-random numbers, seeded: the stress

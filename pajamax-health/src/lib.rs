@@ -50,8 +50,9 @@
 //! change of the statuses and sends it through the call's [`Sink`]: the
 //! worker never waits for a watcher, and a client that does not read its
 //! answers only holds up its own thread. A thread ends with its call: when
-//! the client cancels (seen within a second), at the call's deadline, when
-//! the connection closes, or at shutdown. At most [`DEFAULT_MAX_WATCHERS`] calls are watched at once
+//! the client cancels, at the call's deadline, when the connection closes
+//! (each wakes it at once, through [`Sink::on_cancel`]), or at shutdown.
+//! At most [`DEFAULT_MAX_WATCHERS`] calls are watched at once
 //! ([`HealthReporter::set_max_watchers`]); one more is answered
 //! `RESOURCE_EXHAUSTED`.
 
@@ -84,9 +85,6 @@ pub const DEFAULT_MAX_WATCHERS: usize = 1024;
 /// The most statuses `List` answers; with more, it answers
 /// `RESOURCE_EXHAUSTED`, as the protocol says.
 pub const MAX_LISTED: usize = 100;
-
-/// How often a waiting watcher looks whether its call was cancelled.
-const CANCEL_POLL: Duration = Duration::from_secs(1);
 
 /// How long [`HealthReporter::shutdown`] waits for the watchers to hand
 /// over their last answer.
@@ -461,24 +459,31 @@ impl Health for HealthService {
 
 /// Serves one `Watch` call of `service`: the status now, then each change,
 /// until the call ends or the server shuts down.
-fn watch(registry: &Registry, service: &str, mut sink: Sink<HealthCheckResponse>) {
+fn watch(registry: &Arc<Registry>, service: &str, mut sink: Sink<HealthCheckResponse>) {
+    // The end of the call wakes the watcher as a change does: under the
+    // registry's lock, so that it cannot come between the watcher's look
+    // at the call and its wait.
+    let woken = registry.clone();
+    sink.on_cancel(move |_| {
+        let _state = woken.lock();
+        woken.changed.notify_all();
+    });
     let mut sent: Option<ServingStatus> = None;
     loop {
         let (status, shut_down) = {
             let mut state = registry.lock();
             loop {
+                if sink.is_cancelled() {
+                    return;
+                }
                 let status = state.watched(service);
                 if sent != Some(status) || state.shut_down {
                     break (status, state.shut_down);
                 }
                 state = registry
                     .changed
-                    .wait_timeout(state, CANCEL_POLL)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-                if sink.is_cancelled() {
-                    return;
-                }
+                    .wait(state)
+                    .unwrap_or_else(|e| e.into_inner());
             }
         };
         if sent != Some(status) {

@@ -100,6 +100,15 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Runs an application's [`Sink::on_cancel`] callback; a panic in it is
+/// logged and goes no further (it runs on a worker).
+fn run_on_cancel(f: OnCancel, reason: CancelReason) {
+    let run = std::panic::AssertUnwindSafe(move || f(reason));
+    if std::panic::catch_unwind(run).is_err() {
+        log::error!("a sink's on_cancel callback panicked");
+    }
+}
+
 /// Why a call ended before the thread serving it was done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -492,7 +501,12 @@ struct State {
     lent: usize,
     /// The sink waits for the connection's credit.
     lent_waiting: bool,
+    /// Run once when the call ends ([`Sink::on_cancel`]).
+    on_cancel: Option<OnCancel>,
 }
+
+/// What [`Sink::on_cancel`] runs.
+type OnCancel = Box<dyn FnOnce(CancelReason) + Send>;
 
 impl Shared {
     pub(crate) fn new(target: Target, deadline: Option<Instant>) -> Arc<Shared> {
@@ -512,6 +526,7 @@ impl Shared {
                 reader_gone: false,
                 lent: 0,
                 lent_waiting: false,
+                on_cancel: None,
             }),
             changed: Condvar::new(),
             held: AtomicUsize::new(0),
@@ -569,8 +584,24 @@ impl Shared {
         if state.cancelled.is_none() {
             state.cancelled = Some(reason);
         }
+        let on_cancel = state.on_cancel.take();
         drop(state);
         self.changed.notify_all();
+        if let Some(on_cancel) = on_cancel {
+            run_on_cancel(on_cancel, reason);
+        }
+    }
+
+    /// Keeps `f` to run when the call ends, or runs it now if it has.
+    fn set_on_cancel(&self, f: OnCancel) {
+        let mut state = lock(&self.state);
+        match state.cancelled {
+            Some(reason) => {
+                drop(state);
+                run_on_cancel(f, reason);
+            }
+            None => state.on_cancel = Some(f),
+        }
     }
 
     /// Gives back credit for answer bytes that left for the client, to
@@ -1008,6 +1039,61 @@ impl<M: prost::Message> Sink<M> {
         self.shared
             .as_ref()
             .is_some_and(|s| s.cancelled().is_some())
+    }
+
+    /// Runs `f` once, with the reason, when the call ends: the client
+    /// cancels, the deadline passes, the connection closes, or the answer
+    /// is complete (`CancelReason::Ended`, after [`Sink::finish`]); at once,
+    /// on this thread, if it has ended already. A later `on_cancel`
+    /// replaces an earlier one not run yet.
+    ///
+    /// For a thread that waits on something of its own (a channel, a
+    /// condition variable) rather than in [`Sink::send`]: `f` wakes it, so
+    /// it learns of the end without polling [`Sink::is_cancelled`]. `f`
+    /// usually runs on a worker thread, which serves other connections
+    /// meanwhile: it must only wake (send on a channel, notify), never
+    /// block or work. A panic in it is logged and goes no further.
+    ///
+    /// ```
+    /// use pajamax::{Context, ServerStream, Status};
+    /// use std::sync::mpsc;
+    ///
+    /// enum Event { Tick(u64), Ended }
+    ///
+    /// // `rpc Ticks (Empty) returns (stream uint64)`, fed from a channel.
+    /// fn ticks_with_context(
+    ///     ctx: &mut Context<'_>,
+    ///     events: mpsc::Receiver<Event>,
+    ///     wake: mpsc::Sender<Event>,
+    /// ) -> Result<ServerStream<u64>, Status> {
+    ///     let (stream, mut sink) = ServerStream::channel(ctx);
+    ///     sink.on_cancel(move |_| {
+    ///         let _ = wake.send(Event::Ended);
+    ///     });
+    ///     std::thread::spawn(move || {
+    ///         // Waits for the next tick or the end of the call, whichever
+    ///         // comes first.
+    ///         while let Ok(Event::Tick(n)) = events.recv() {
+    ///             if sink.send(&n).is_err() {
+    ///                 return;
+    ///             }
+    ///         }
+    ///         sink.finish(Ok(()));
+    ///     });
+    ///     Ok(stream)
+    /// }
+    /// # let md = pajamax::Metadata::new();
+    /// # let mut response = pajamax::ResponseMetadata::default();
+    /// # let mut ctx = Context::new(&md, None, None, &mut response);
+    /// # let (tx, rx) = mpsc::channel();
+    /// # ticks_with_context(&mut ctx, rx, tx.clone())?;
+    /// # tx.send(Event::Ended).unwrap();
+    /// # Ok::<(), Status>(())
+    /// ```
+    pub fn on_cancel(&mut self, f: impl FnOnce(CancelReason) + Send + 'static) {
+        if let Some(shared) = &self.shared {
+            shared.set_on_cancel(Box::new(f));
+        }
     }
 
     /// The call's deadline, as [`Context::deadline`](crate::Context::deadline).
@@ -1511,6 +1597,32 @@ mod tests {
         assert!(!pool.try_take(1));
         lock(&pool.state).waiting.clear();
         assert!(pool.try_take(1));
+    }
+
+    #[test]
+    fn on_cancel_runs_once_with_the_reason_or_at_once_after_the_end() {
+        let (inbox, _) = counting_inbox();
+        let shared = shared(&inbox, 1, 8);
+        let mut sink = Sink::<u32>::new(Some(shared.clone()), Metadata::new(), Metadata::new());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let first = tx.clone();
+        sink.on_cancel(move |_| first.send("replaced").unwrap());
+        let second = tx.clone();
+        sink.on_cancel(move |reason| second.send(format!("{reason:?}").leak()).unwrap());
+        assert!(rx.try_recv().is_err(), "not before the call ends");
+        shared.cancel(CancelReason::DeadlineExceeded);
+        shared.cancel(CancelReason::Cancelled);
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["DeadlineExceeded"]);
+        // Set after the end: run at once, with the first reason.
+        sink.on_cancel(move |reason| tx.send(format!("late {reason:?}").leak()).unwrap());
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["late DeadlineExceeded"]);
+        // A panic in one stays in it.
+        sink.on_cancel(|_| panic!("on purpose"));
+        let other = super::tests::shared(&inbox, 3, 8);
+        let mut sink = Sink::<u32>::new(Some(other.clone()), Metadata::new(), Metadata::new());
+        sink.on_cancel(|_| panic!("on purpose"));
+        other.cancel(CancelReason::Cancelled);
+        assert!(sink.is_cancelled());
     }
 
     /// A small generator of pseudo-random numbers, seeded: the stress

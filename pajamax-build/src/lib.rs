@@ -398,7 +398,8 @@ impl Builder {
     /// [crate docs](crate#file-descriptor-set-server-reflection)).
     ///
     /// A file given in `protos` must lie in one of the `includes`, or be a
-    /// path relative to one of them. Files that `protos` import are
+    /// path relative to one of them; the two may be spelled differently (a
+    /// relative include path and an absolute file, say). Files that `protos` import are
     /// compiled too, except the well-known `google/protobuf` ones, which
     /// prost maps to `prost-types` (and `google.protobuf.Empty` to `()`).
     ///
@@ -429,9 +430,18 @@ impl Builder {
         compiler.include_source_info(true).include_imports(true);
         for proto in protos {
             let proto = proto.as_ref();
-            compiler
-                .open_file(proto)
-                .map_err(|err| open_error(err, proto, includes))?;
+            let opened = compiler.open_file(proto).map(|_| ());
+            if let Err(err) = opened {
+                // The file may lie under an include path spelled otherwise
+                // (one relative, one absolute, or through `..`): open it
+                // by its name under that include path.
+                let Some(name) = name_under_includes(proto, includes) else {
+                    return Err(open_error(err, proto, includes));
+                };
+                compiler
+                    .open_file(&name)
+                    .map_err(|_| open_error(err, proto, includes))?;
+            }
         }
         if self.emit_rerun_if_changed {
             for file in compiler.files() {
@@ -542,6 +552,23 @@ fn check_modes(modes: &Modes, defined: &BTreeSet<String>) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The name of `proto` relative to the first of `includes` it lies under,
+/// both resolved on the file system; `None` when it lies under none, does
+/// not exist, or when that name finds another file first (under an earlier
+/// include path).
+fn name_under_includes(proto: &Path, includes: &[impl AsRef<Path>]) -> Option<PathBuf> {
+    let file = std::fs::canonicalize(proto).ok()?;
+    let name = includes.iter().find_map(|dir| {
+        let dir = std::fs::canonicalize(dir.as_ref()).ok()?;
+        file.strip_prefix(dir).ok().map(Path::to_path_buf)
+    })?;
+    let found = includes
+        .iter()
+        .map(|dir| dir.as_ref().join(&name))
+        .find(|path| path.exists())?;
+    (std::fs::canonicalize(found).ok()? == file).then_some(name)
 }
 
 /// Turns the error of opening `proto`, one of the files to compile, into an
@@ -923,6 +950,50 @@ message Item { common.Id id = 1; }
         assert!(!message.contains("not found"), "{message}");
         let shown = format!("`{}`", dir.join("proto").display());
         assert!(message.contains(&shown), "{message}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_spelled_otherwise_than_its_include_path_is_found() {
+        // The same file, once through `..`, once with the include path
+        // given relative to the working directory: both name a file under
+        // the include path, as a build script may.
+        let dir = scratch(&[("proto/helloworld.proto", GREETER)]);
+        let roundabout = dir.join("proto/../proto/helloworld.proto");
+        configure()
+            .out_dir(dir.join("out"))
+            .emit_rerun_if_changed(false)
+            .compile(&[&roundabout], &[dir.join("proto")])
+            .unwrap();
+        assert!(dir.join("out/helloworld.rs").exists());
+        let cwd = std::env::current_dir().unwrap();
+        let up: PathBuf = cwd.components().skip(1).map(|_| "..").collect();
+        let relative_include = up.join(dir.join("proto").strip_prefix("/").unwrap());
+        fs::remove_file(dir.join("out/helloworld.rs")).unwrap();
+        configure()
+            .out_dir(dir.join("out"))
+            .emit_rerun_if_changed(false)
+            .compile(&[dir.join("proto/helloworld.proto")], &[relative_include])
+            .unwrap();
+        assert!(dir.join("out/helloworld.rs").exists());
+        // A name that an earlier include path holds another file under is
+        // not taken for this one.
+        let shadowed = scratch(&[
+            (
+                "first/helloworld.proto",
+                "syntax = \"proto3\";\npackage first;\n",
+            ),
+            ("second/helloworld.proto", GREETER),
+        ]);
+        let includes = [shadowed.join("first"), shadowed.join("second")];
+        let roundabout = shadowed.join("second/../second/helloworld.proto");
+        assert_eq!(name_under_includes(&roundabout, &includes), None);
+        let direct = shadowed.join("first/../first/helloworld.proto");
+        assert_eq!(
+            name_under_includes(&direct, &includes),
+            Some(PathBuf::from("helloworld.proto"))
+        );
+        fs::remove_dir_all(shadowed).unwrap();
         fs::remove_dir_all(dir).unwrap();
     }
 

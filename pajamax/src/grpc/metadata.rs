@@ -69,6 +69,50 @@ impl Metadata {
             .map(|(_, value)| value)
     }
 
+    /// The raw values of every entry named `name`, in order: a key may
+    /// come more than once.
+    ///
+    /// ```
+    /// let mut md = pajamax::Metadata::new();
+    /// md.insert("x-tag", "a").unwrap();
+    /// md.insert("x-other", "b").unwrap();
+    /// md.insert("x-tag", "c").unwrap();
+    /// let tags: Vec<&[u8]> = md.get_all("x-tag").collect();
+    /// assert_eq!(tags, [&b"a"[..], &b"c"[..]]);
+    /// ```
+    pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.iter()
+            .filter(move |(key, _)| *key == name)
+            .map(|(_, value)| value)
+    }
+
+    /// Removes every entry named `name`, keeping the others in order, and
+    /// says how many there were.
+    ///
+    /// ```
+    /// let mut md = pajamax::Metadata::new();
+    /// md.insert("x-tag", "a").unwrap();
+    /// md.insert("x-other", "b").unwrap();
+    /// md.insert("x-tag", "c").unwrap();
+    /// assert_eq!(md.remove("x-tag"), 2);
+    /// assert_eq!(md.get("x-tag"), None);
+    /// assert_eq!(md.get("x-other"), Some("b"));
+    /// assert_eq!(md.remove("x-tag"), 0);
+    /// ```
+    pub fn remove(&mut self, name: &str) -> usize {
+        let removed = self.get_all(name).count();
+        if removed > 0 {
+            let mut kept = Fields::default();
+            for (key, value) in self.fields.iter_all() {
+                if key != name.as_bytes() {
+                    kept.push(key, value);
+                }
+            }
+            self.fields = kept;
+        }
+        removed
+    }
+
     /// The value of the first entry named `name`, if it is valid UTF-8.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.get_bytes(name)

@@ -87,6 +87,36 @@ impl Code {
     }
 }
 
+impl fmt::Display for Code {
+    /// The code's name as the gRPC documents write it, such as `NOT_FOUND`.
+    ///
+    /// ```
+    /// assert_eq!(pajamax::Code::NotFound.to_string(), "NOT_FOUND");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const NAMES: [&str; 17] = [
+            "OK",
+            "CANCELLED",
+            "UNKNOWN",
+            "INVALID_ARGUMENT",
+            "DEADLINE_EXCEEDED",
+            "NOT_FOUND",
+            "ALREADY_EXISTS",
+            "PERMISSION_DENIED",
+            "RESOURCE_EXHAUSTED",
+            "FAILED_PRECONDITION",
+            "ABORTED",
+            "OUT_OF_RANGE",
+            "UNIMPLEMENTED",
+            "INTERNAL",
+            "UNAVAILABLE",
+            "DATA_LOSS",
+            "UNAUTHENTICATED",
+        ];
+        f.write_str(NAMES[*self as usize])
+    }
+}
+
 /// The outcome of a failed call: a [`Code`], a human-readable message and,
 /// optionally, binary details (rich error details: an encoded
 /// `google.rpc.Status`, sent in `grpc-status-details-bin`).
@@ -235,6 +265,41 @@ impl fmt::Display for Status {
 
 impl std::error::Error for Status {}
 
+/// An I/O error as a status, for a handler that ends with `?`: its text as
+/// the message, and the code its kind suggests (`NOT_FOUND`,
+/// `PERMISSION_DENIED`, `ALREADY_EXISTS`, `INVALID_ARGUMENT` for invalid
+/// input or data, `DEADLINE_EXCEEDED` for a time-out, `UNIMPLEMENTED` for
+/// an unsupported operation, `RESOURCE_EXHAUSTED` when out of memory or
+/// space, `UNAVAILABLE` for a connection refused, reset or aborted, else
+/// `INTERNAL`).
+///
+/// ```
+/// fn read_config(path: &str) -> Result<String, pajamax::Status> {
+///     Ok(std::fs::read_to_string(path)?)
+/// }
+/// let status = read_config("/no/such/file").unwrap_err();
+/// assert_eq!(status.code(), pajamax::Code::NotFound);
+/// ```
+impl From<std::io::Error> for Status {
+    fn from(err: std::io::Error) -> Status {
+        use std::io::ErrorKind::*;
+        let code = match err.kind() {
+            NotFound => Code::NotFound,
+            PermissionDenied => Code::PermissionDenied,
+            AlreadyExists => Code::AlreadyExists,
+            InvalidInput | InvalidData => Code::InvalidArgument,
+            TimedOut => Code::DeadlineExceeded,
+            Unsupported => Code::Unimplemented,
+            OutOfMemory | StorageFull | QuotaExceeded => Code::ResourceExhausted,
+            ConnectionRefused | ConnectionReset | ConnectionAborted | NotConnected | BrokenPipe => {
+                Code::Unavailable
+            }
+            _ => Code::Internal,
+        };
+        Status::new(code, err.to_string())
+    }
+}
+
 /// A message that does not decode is `INTERNAL`, as the gRPC status codes
 /// guide lists "error parsing request proto", and as tonic and grpc-go
 /// answer it.
@@ -247,6 +312,37 @@ impl From<prost::DecodeError> for Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_errors_become_the_status_their_kind_suggests() {
+        use std::io::{Error, ErrorKind};
+        let cases = [
+            (ErrorKind::NotFound, Code::NotFound),
+            (ErrorKind::PermissionDenied, Code::PermissionDenied),
+            (ErrorKind::AlreadyExists, Code::AlreadyExists),
+            (ErrorKind::InvalidData, Code::InvalidArgument),
+            (ErrorKind::TimedOut, Code::DeadlineExceeded),
+            (ErrorKind::Unsupported, Code::Unimplemented),
+            (ErrorKind::StorageFull, Code::ResourceExhausted),
+            (ErrorKind::ConnectionReset, Code::Unavailable),
+            (ErrorKind::Other, Code::Internal),
+        ];
+        for (kind, code) in cases {
+            let status = Status::from(Error::new(kind, "what happened"));
+            assert_eq!(status.code(), code, "{kind:?}");
+            assert_eq!(status.message(), "what happened");
+        }
+    }
+
+    #[test]
+    fn every_code_displays_its_name() {
+        let names: Vec<String> = (0..17).map(|n| Code::from_i32(n).to_string()).collect();
+        assert_eq!(names[0], "OK");
+        assert_eq!(names[4], "DEADLINE_EXCEEDED");
+        assert_eq!(names[16], "UNAUTHENTICATED");
+        let unique: std::collections::HashSet<&String> = names.iter().collect();
+        assert_eq!(unique.len(), 17);
+    }
 
     #[test]
     fn a_status_stays_small() {

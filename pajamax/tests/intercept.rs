@@ -580,3 +580,74 @@ fn observers_time_every_batch_of_a_read_from_the_read() {
     drop(peer);
     server.shutdown();
 }
+
+/// Calls that end without an answer are seen too, `CANCELLED`: one the
+/// client resets, one on each kind of thread, and those whose connection
+/// goes away.
+#[tokio::test]
+async fn observers_see_calls_the_client_cancels_or_leaves_as_cancelled() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let record = calls.clone();
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1).observe(
+        move |call: &FinishedCall<'_>| {
+            record
+                .lock()
+                .unwrap()
+                .push((call.method.to_string(), call.code));
+        },
+    ));
+    let endless = Ask {
+        endless: true,
+        interval_ms: 5,
+        ..Default::default()
+    };
+    let seen = |method: &'static str| {
+        let calls = calls.clone();
+        async move {
+            for _ in 0..500 {
+                let found = calls.lock().unwrap().iter().any(|(m, _)| m == method);
+                if found {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let calls = calls.lock().unwrap();
+            let found: Vec<Code> = calls
+                .iter()
+                .filter(|(m, _)| m == method)
+                .map(|(_, code)| *code)
+                .collect();
+            assert_eq!(found, [Code::Cancelled], "{method}: {calls:?}");
+        }
+    };
+    // Reset by the client: on the worker, then on a thread.
+    let channel = connect(&server).await;
+    for method in ["Count", "CountThread"] {
+        let mut stream = server_stream(
+            channel.clone(),
+            method,
+            tonic::Request::new(endless.clone()),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+        stream.message().await.unwrap().unwrap();
+        drop(stream);
+        seen(method).await;
+    }
+    // The connection closes, with no reset, while a call is open.
+    calls.lock().unwrap().clear();
+    let addr = server.local_addr();
+    tokio::task::spawn_blocking(move || {
+        let mut peer = common::raw::RawPeer::handshake(addr, &[]);
+        let ask = prost::Message::encode_to_vec(&endless);
+        let bytes = peer.request(1, "/test.Streams/Count", &ask);
+        peer.send(&bytes);
+        peer.listen(Duration::from_secs(5), |heard| heard.data_bytes > 0);
+    })
+    .await
+    .unwrap();
+    seen("Count").await;
+    drop(channel);
+    common::stop(server).await;
+}

@@ -947,15 +947,30 @@ impl GrpcConnection {
 
     #[inline(never)]
     fn on_reset(&mut self, stream: u32, tag: u32) {
-        if self.waiting.take(tag, stream).is_some() {
+        if let Some(waiting) = self.waiting.take(tag, stream) {
+            if self.observing {
+                self.observe(waiting.head.route, Code::Cancelled, Instant::now(), 0, 0);
+            }
             return;
         }
         if let Some(call) = self.take_call(stream) {
-            if let State::Remote(remote) = &call.state {
-                remote.shared.cancel(CancelReason::Cancelled);
-            }
-            self.recycle(call);
+            self.end_cancelled(call, CancelReason::Cancelled);
         }
+    }
+
+    /// Lets go of a call the client reset, or whose connection closed: its
+    /// thread, if any, learns why, and observers see it `CANCELLED`.
+    fn end_cancelled(&mut self, call: Box<Call>, reason: CancelReason) {
+        if let State::Remote(remote) = &call.state {
+            remote.shared.cancel(reason);
+        }
+        if let (true, Some(route)) = (self.observing, call.route) {
+            // A call reset before its handler ran has no start.
+            let started = call.started.unwrap_or_else(Instant::now);
+            let (request, response) = (call.request_bytes, call.response_bytes);
+            self.observe(route, Code::Cancelled, started, request, response);
+        }
+        self.recycle(call);
     }
 
     #[inline(never)]
@@ -2255,11 +2270,15 @@ impl GrpcConnection {
     /// Forgets every call: the connection has failed.
     fn end_all_calls(&mut self) {
         self.cancel_all();
-        self.waiting.clear();
+        for (_, waiting) in self.waiting.take_all() {
+            if self.observing {
+                self.observe(waiting.head.route, Code::Cancelled, Instant::now(), 0, 0);
+            }
+        }
         let streams: Vec<u32> = self.calls.keys().collect();
         for stream in streams {
             if let Some(call) = self.take_call(stream) {
-                self.recycle(call);
+                self.end_cancelled(call, CancelReason::ConnectionClosed);
             }
         }
         self.ready.clear();
@@ -2425,6 +2444,21 @@ impl GrpcConnection {
 impl Drop for GrpcConnection {
     fn drop(&mut self) {
         self.cancel_all();
+        if self.observing {
+            // The connection went (the client closed it, or the server):
+            // the calls still open end cancelled.
+            let now = Instant::now();
+            for (_, waiting) in self.waiting.take_all() {
+                self.observe(waiting.head.route, Code::Cancelled, now, 0, 0);
+            }
+            for call in self.calls.values() {
+                if let Some(route) = call.route {
+                    let started = call.started.unwrap_or(now);
+                    let (request, response) = (call.request_bytes, call.response_bytes);
+                    self.observe(route, Code::Cancelled, started, request, response);
+                }
+            }
+        }
         // The producers and handlers of the calls still open go one by
         // one, each panic in their `Drop` caught.
         for call in self.calls.values_mut() {

@@ -112,7 +112,8 @@ pub struct FinishedCall<'a> {
 }
 
 /// A hook that sees each call once it is answered, on the worker that
-/// served it. It must not block. Calls reset by the client are not seen.
+/// served it. It must not block. A call the client resets, or whose
+/// connection closes before it is answered, is seen with `CANCELLED`.
 pub trait CallObserver: Send + Sync + 'static {
     /// One call is answered.
     fn finished(&self, call: &FinishedCall<'_>);

@@ -84,11 +84,6 @@ impl WaitingCalls {
         *self = WaitingCalls::default();
         all
     }
-
-    /// Forgets every waiting call.
-    pub(crate) fn clear(&mut self) {
-        *self = WaitingCalls::default();
-    }
 }
 
 #[cfg(test)]

@@ -121,10 +121,14 @@ impl Metadata {
 
     /// The base64-decoded value of the first entry named `name` (a `-bin` key).
     ///
-    /// Padded and unpadded base64 are both accepted.
+    /// Padded and unpadded base64 are both accepted. An entry that carries
+    /// several values joined by commas (as an HTTP intermediary may join
+    /// repeated fields) gives its first one, as gRPC splits binary values on
+    /// `,` before decoding them.
     pub fn get_bin(&self, name: &str) -> Option<Vec<u8>> {
         let raw = self.get_bytes(name)?;
-        decode_base64(raw)
+        let first = raw.split(|&b| b == b',').next().unwrap_or(raw);
+        decode_base64(first.trim_ascii())
     }
 
     /// Every entry in order, as `(key, raw value)`.
@@ -260,6 +264,11 @@ mod tests {
         assert_eq!(md.get_bin("y-bin"), Some(vec![1]));
         assert_eq!(md.get_bin("z-bin"), Some(vec![1]));
         assert_eq!(md.get_bin("bad-bin"), None);
+        // Values joined by commas: the first one.
+        md.push(b"joined-bin", b"AAE=, AAI=");
+        md.push(b"joined2-bin", b"AAE,AAI");
+        assert_eq!(md.get_bin("joined-bin"), Some(vec![0, 1]));
+        assert_eq!(md.get_bin("joined2-bin"), Some(vec![0, 1]));
     }
 
     #[test]

@@ -238,6 +238,9 @@ struct LentState {
     /// The length at which `waiting` is rid of sinks that are gone: calls
     /// that end while their sinks wait do not pile up.
     prune_at: usize,
+    /// Sinks taken off `waiting` and woken that have not come for the
+    /// credit yet: still waiting, as far as [`Lent::try_take`] goes.
+    woken: usize,
 }
 
 /// The shortest list of waiting sinks that [`Lent`] prunes.
@@ -251,15 +254,19 @@ impl Lent {
                 credit: i64::try_from(credit.max(1)).unwrap_or(i64::MAX),
                 waiting: VecDeque::new(),
                 prune_at: MIN_PRUNE,
+                woken: 0,
             }),
         })
     }
 
     /// Takes `bytes` if any credit is left, and says whether some is left
     /// for a sink that waits; `None` when there was none: `sink` waits to
-    /// be woken.
-    fn take(&self, bytes: usize, sink: &Arc<Shared>) -> Option<bool> {
+    /// be woken. `woken`: the sink comes after [`Lent::wake_one`] woke it.
+    fn take(&self, bytes: usize, sink: &Arc<Shared>, woken: bool) -> Option<bool> {
         let mut state = lock(&self.state);
+        if woken {
+            state.woken -= 1;
+        }
         if state.credit > 0 {
             state.credit -= bytes as i64;
             return Some(state.credit > 0 && !state.waiting.is_empty());
@@ -272,12 +279,12 @@ impl Lent {
         None
     }
 
-    /// Takes `bytes` if any credit is left and no sink waits for it (a
-    /// sink that does not wait does not pass those that do); `false`
-    /// otherwise.
+    /// Takes `bytes` if any credit is left and no sink waits for it, nor
+    /// was woken for it and has not taken it yet (a sink that does not
+    /// wait does not pass those that do); `false` otherwise.
     fn try_take(&self, bytes: usize) -> bool {
         let mut state = lock(&self.state);
-        let room = state.credit > 0 && state.waiting.is_empty();
+        let room = state.credit > 0 && state.waiting.is_empty() && state.woken == 0;
         if room {
             state.credit -= bytes as i64;
         }
@@ -312,24 +319,39 @@ impl Lent {
                 if state.credit <= 0 {
                     return;
                 }
-                state.waiting.pop_front()
+                let Some(next) = state.waiting.pop_front() else {
+                    return;
+                };
+                // Counted as woken as it leaves the queue: no try comes
+                // between.
+                state.woken += 1;
+                next
             };
-            let Some(sink) = next else {
+            let woken = next.upgrade().is_some_and(|sink| {
+                // Under the sink's lock: it waits already, or sees the
+                // credit.
+                let mut state = lock(&sink.state);
+                if state.cancelled.is_some() {
+                    return false;
+                }
+                state.lent_waiting = false;
+                state.lent_woken = true;
+                drop(state);
+                sink.changed.notify_all();
+                true
+            });
+            if woken {
                 return;
-            };
-            let Some(sink) = sink.upgrade() else {
-                continue;
-            };
-            // Under the sink's lock: it waits already, or sees the credit.
-            let mut state = lock(&sink.state);
-            if state.cancelled.is_some() {
-                continue;
             }
-            state.lent_waiting = false;
-            drop(state);
-            sink.changed.notify_all();
-            return;
+            lock(&self.state).woken -= 1;
         }
+    }
+
+    /// A woken sink does not take the credit (its call ended): the next
+    /// one is woken instead.
+    fn pass_on(&self) {
+        lock(&self.state).woken -= 1;
+        self.wake_one();
     }
 }
 
@@ -501,6 +523,9 @@ struct State {
     lent: usize,
     /// The sink waits for the connection's credit.
     lent_waiting: bool,
+    /// The sink was woken for the connection's credit ([`Lent::wake_one`])
+    /// and has not come for it yet.
+    lent_woken: bool,
     /// Run once when the call ends ([`Sink::on_cancel`]).
     on_cancel: Option<OnCancel>,
 }
@@ -526,6 +551,7 @@ impl Shared {
                 reader_gone: false,
                 lent: 0,
                 lent_waiting: false,
+                lent_woken: false,
                 on_cancel: None,
             }),
             changed: Condvar::new(),
@@ -671,16 +697,19 @@ impl Shared {
         let mut waited = false;
         loop {
             if let Some(reason) = state.cancelled {
+                let woken = std::mem::take(&mut state.lent_woken);
                 drop(state);
-                if waited {
-                    // It may have been woken for credit it does not take:
-                    // the next sink is.
+                if woken {
+                    // Woken for credit it does not take: the next sink is.
+                    self.target.lent.pass_on();
+                } else if waited {
                     self.target.lent.wake_one();
                 }
                 return Err(Cancelled { reason });
             }
             if state.credit > 0 && !state.lent_waiting {
-                match self.target.lent.take(bytes, self) {
+                let woken = std::mem::take(&mut state.lent_woken);
+                match self.target.lent.take(bytes, self, woken) {
                     Some(more) => {
                         state.credit -= bytes as i64;
                         state.lent += bytes;
@@ -1591,12 +1620,52 @@ mod tests {
         // While a sink waits for the connection's credit, a try takes none
         // of it, even when some is there before the waiter has woken.
         let pool = Lent::new(8);
-        assert_eq!(pool.take(8, &first), Some(false));
-        assert_eq!(pool.take(8, &third), None, "the third waits");
+        assert_eq!(pool.take(8, &first, false), Some(false));
+        assert_eq!(pool.take(8, &third, false), None, "the third waits");
         lock(&pool.state).credit += 8;
         assert!(!pool.try_take(1));
         lock(&pool.state).waiting.clear();
         assert!(pool.try_take(1));
+    }
+
+    #[test]
+    fn try_send_does_not_take_the_credit_a_woken_sink_is_to_take() {
+        let (inbox, _) = counting_inbox();
+        let pool = Lent::new(8);
+        let target = |stream| Target {
+            lent: pool.clone(),
+            ..target(&inbox, stream)
+        };
+        let first = Shared::new(target(1), None);
+        let second = Shared::new(target(3), None);
+        let third = Shared::new(target(5), None);
+        // The first takes all of it; the second waits for it, as a send
+        // does (queued, and waiting on its condition variable).
+        assert_eq!(pool.take(8, &first, false), Some(false));
+        assert_eq!(pool.take(8, &second, false), None);
+        lock(&second.state).lent_waiting = true;
+        // Credit back: the second is woken, and has not taken it yet.
+        pool.give(8);
+        assert!(!lock(&second.state).lent_waiting, "woken");
+        // A try in that moment leaves it to the sink that waited.
+        let mut other = Sink::<u32>::new(Some(third.clone()), Metadata::new(), Metadata::new());
+        assert_eq!(other.try_send(&300), Err(TrySendError::Full));
+        assert!(!pool.try_take(1));
+        // The woken sink takes it, as its send does once it runs; then
+        // tries take what comes back.
+        second.take_credit(8).unwrap();
+        pool.give(8);
+        assert!(pool.try_take(8));
+        // A woken sink that finds its call ended passes it on: to no one
+        // here, so tries take the credit again.
+        assert_eq!(pool.take(8, &second, false), None);
+        lock(&second.state).lent_waiting = true;
+        pool.give(8);
+        assert!(!pool.try_take(1));
+        second.cancel(CancelReason::Cancelled);
+        assert!(second.take_credit(8).is_err());
+        assert!(pool.try_take(1));
+        drop(other);
     }
 
     #[test]
@@ -1738,6 +1807,8 @@ mod tests {
             POOL as i64,
             "the pool has all its credit back"
         );
+        assert_eq!(lock(&lent.state).woken, 0, "no sink still counted as woken");
+        assert!(lent.try_take(1), "a try takes the credit back");
     }
 
     /// A thread that lets go of its `Streaming` without reading it leaves

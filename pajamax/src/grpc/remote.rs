@@ -1213,6 +1213,11 @@ impl<M: prost::Message> Sink<M> {
         let Some(shared) = self.shared.clone() else {
             return Ok(());
         };
+        if !self.headers_sent {
+            // The first part of the answer, as in `send`: the request goes
+            // whether there is room or not.
+            shared.release_request();
+        }
         // Not encoded for nothing when there is no room (the usual case
         // for a client that stopped reading).
         if !shared.has_credit()? {
@@ -1224,7 +1229,6 @@ impl<M: prost::Message> Sink<M> {
         }
         if !self.headers_sent {
             self.headers_sent = true;
-            shared.release_request();
             shared.send(Part::Headers(std::mem::take(&mut self.headers)));
         }
         shared.send(Part::Message(bytes));
@@ -1666,6 +1670,42 @@ mod tests {
         assert!(second.take_credit(8).is_err());
         assert!(pool.try_take(1));
         drop(other);
+    }
+
+    #[test]
+    fn try_send_lets_go_of_the_request_as_send_does_with_room_or_without() {
+        let (inbox, _) = counting_inbox();
+        let queued = Queued::new(1 << 20);
+        let pool = Lent::new(8);
+        let target = |stream| Target {
+            queued: queued.clone(),
+            lent: pool.clone(),
+            ..target(&inbox, stream)
+        };
+        // Another call holds all of the connection's credit.
+        let other = Shared::new(target(1), None);
+        assert_eq!(pool.take(8, &other, false), Some(false));
+        for try_it in [true, false] {
+            let shared = Shared::new(target(3), None);
+            shared.hold_request(100);
+            assert_eq!(queued.bytes(), 100);
+            let mut sink = Sink::<u32>::new(Some(shared.clone()), Metadata::new(), Metadata::new());
+            if try_it {
+                assert_eq!(sink.try_send(&300), Err(TrySendError::Full));
+            } else {
+                // A send that waits: its call ends meanwhile.
+                let ender = shared.clone();
+                let end = std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    ender.cancel(CancelReason::Cancelled);
+                });
+                assert!(sink.send(&300).is_err());
+                end.join().unwrap();
+            }
+            // The thread has started to answer: the request is its own.
+            assert_eq!(queued.bytes(), 0, "try: {try_it}");
+            drop(sink);
+        }
     }
 
     #[test]

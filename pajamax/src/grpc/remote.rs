@@ -626,7 +626,14 @@ impl Shared {
                 drop(state);
                 run_on_cancel(f, reason);
             }
-            None => state.on_cancel = Some(f),
+            None => {
+                let replaced = state.on_cancel.replace(f);
+                drop(state);
+                // The application's: dropped without the call's lock held
+                // (what it holds may take that lock, or another the worker
+                // waits for).
+                drop(replaced);
+            }
         }
     }
 
@@ -1706,6 +1713,27 @@ mod tests {
             assert_eq!(queued.bytes(), 0, "try: {try_it}");
             drop(sink);
         }
+    }
+
+    #[test]
+    fn a_replaced_on_cancel_is_dropped_outside_the_calls_lock() {
+        let (inbox, _) = counting_inbox();
+        let shared = shared(&inbox, 1, 8);
+        let mut sink = Sink::<u32>::new(Some(shared.clone()), Metadata::new(), Metadata::new());
+        // The first callback holds what takes the call's lock as it goes:
+        // here the call's own request stream.
+        let requests = Streaming::<u32>::new(Some(shared.clone()));
+        sink.on_cancel(move |_| drop(requests));
+        let (done, replaced) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            sink.on_cancel(|_| {});
+            done.send(sink).unwrap();
+        });
+        let sink = replaced
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("the replaced callback dropped without a deadlock");
+        assert!(lock(&shared.state).reader_gone, "dropped with its callback");
+        sink.finish(Ok(()));
     }
 
     #[test]

@@ -2554,9 +2554,11 @@ fn unimplemented_status(router: &Router, path: &[u8]) -> Status {
     // The path is the peer's: echo at most a short prefix of it, so a long
     // path (cheap to resend through the HPACK table) is not amplified.
     const ECHOED: usize = 128;
-    let path = &path[..path.len().min(ECHOED)];
-    let text = String::from_utf8_lossy(path);
-    // A gRPC path is `/{service}/{method}`, both parts non-empty.
+    let echoed =
+        |bytes: &[u8]| String::from_utf8_lossy(&bytes[..bytes.len().min(ECHOED)]).into_owned();
+    let text = echoed(path);
+    // A gRPC path is `/{service}/{method}`, both parts non-empty: the
+    // whole path, not only the part echoed.
     let service = path.strip_prefix(b"/").and_then(|rest| {
         let slash = rest.iter().position(|&b| b == b'/')?;
         let (service, method) = (&rest[..slash], &rest[slash + 1..]);
@@ -2569,10 +2571,7 @@ fn unimplemented_status(router: &Router, path: &[u8]) -> Status {
     if router.has_service(service) {
         Status::unimplemented(format!("unknown method {text}"))
     } else {
-        Status::unimplemented(format!(
-            "unknown service {}",
-            String::from_utf8_lossy(service)
-        ))
+        Status::unimplemented(format!("unknown service {}", echoed(service)))
     }
 }
 
@@ -3710,6 +3709,46 @@ mod tests {
                 format!("malformed method name \"{malformed}\"")
             );
         }
+        // A long path is whole or malformed as a whole, not as the part
+        // of it echoed.
+        let status = unimplemented_status(&router, long.as_bytes());
+        assert!(
+            status.message().starts_with("unknown service sss"),
+            "{}",
+            status.message()
+        );
+        assert!(status.message().len() < 160, "{}", status.message().len());
+        let malformed = format!("/pkg.Svc/{}/Do", "m".repeat(200));
+        let status = unimplemented_status(&router, malformed.as_bytes());
+        assert!(
+            status.message().starts_with("malformed method name"),
+            "{}",
+            status.message()
+        );
+        struct Long;
+        impl Service for Long {
+            fn name(&self) -> &'static str {
+                const NAME: &str = concat!(
+                    "pkg.AServiceWhoseNameIsLongerThanTheEchoedPartOfAPath",
+                    "AServiceWhoseNameIsLongerThanTheEchoedPartOfAPath",
+                    "AServiceWhoseNameIsLongerThanTheEchoedPartOfAPath"
+                );
+                NAME
+            }
+
+            fn methods(&self) -> &'static [Method] {
+                &[]
+            }
+        }
+        let mut router = Router::new();
+        router.add(Arc::new(Long));
+        let path = format!("/{}/Missing", Long.name());
+        let status = unimplemented_status(&router, path.as_bytes());
+        assert!(
+            status.message().starts_with("unknown method /pkg.AService"),
+            "{}",
+            status.message()
+        );
     }
 
     #[test]

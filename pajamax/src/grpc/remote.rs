@@ -1086,9 +1086,13 @@ impl<M: prost::Message> Sink<M> {
     /// For a thread that waits on something of its own (a channel, a
     /// condition variable) rather than in [`Sink::send`]: `f` wakes it, so
     /// it learns of the end without polling [`Sink::is_cancelled`]. `f`
-    /// usually runs on a worker thread, which serves other connections
-    /// meanwhile: it must only wake (send on a channel, notify), never
-    /// block or work. A panic in it is logged and goes no further.
+    /// runs on the thread that ends the call: usually a worker, which
+    /// serves other connections meanwhile; the thread reading the call's
+    /// [`Streaming`] when a request message does not decode; this one when
+    /// the call has ended already. So it must only wake (send on a channel,
+    /// notify), never block or work, nor take a lock a thread may hold
+    /// while it reads the call's requests. A panic in it is logged and goes
+    /// no further.
     ///
     /// ```
     /// use pajamax::{Context, ServerStream, Status};

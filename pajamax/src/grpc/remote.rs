@@ -1456,6 +1456,21 @@ mod tests {
         )
     }
 
+    /// Three calls (streams 1, 3 and 5) of one connection whose sinks
+    /// share a pool of 8 bytes.
+    fn three_sharing_eight(inbox: &Arc<Inbox>) -> (Arc<Lent>, [Arc<Shared>; 3]) {
+        let lent = Lent::new(8);
+        let call = |stream| {
+            let target = Target {
+                lent: lent.clone(),
+                ..target(inbox, stream)
+            };
+            Shared::new(target, None)
+        };
+        let calls = [call(1), call(3), call(5)];
+        (lent, calls)
+    }
+
     fn drain(inbox: &Inbox) -> Vec<Delivery> {
         let mut parts = Vec::new();
         inbox.drain(&mut parts);
@@ -1522,14 +1537,7 @@ mod tests {
     #[test]
     fn sinks_of_one_connection_share_its_credit_and_wake_in_turn() {
         let (inbox, _) = counting_inbox();
-        let lent = Lent::new(8);
-        let target = |stream| Target {
-            lent: lent.clone(),
-            ..target(&inbox, stream)
-        };
-        let first = Shared::new(target(1), None);
-        let second = Shared::new(target(3), None);
-        let third = Shared::new(target(5), None);
+        let (_, [first, second, third]) = three_sharing_eight(&inbox);
         let mut sink = Sink::<u32>::new(Some(first.clone()), Metadata::new(), Metadata::new());
         sink.send(&300).unwrap();
         assert_eq!(drain(&inbox).len(), 2, "headers and a message of 8 bytes");
@@ -1601,14 +1609,7 @@ mod tests {
     #[test]
     fn try_send_does_not_pass_a_sink_that_waits_for_the_connections_credit() {
         let (inbox, _) = counting_inbox();
-        let lent = Lent::new(8);
-        let target = |stream| Target {
-            lent: lent.clone(),
-            ..target(&inbox, stream)
-        };
-        let first = Shared::new(target(1), None);
-        let second = Shared::new(target(3), None);
-        let third = Shared::new(target(5), None);
+        let (_, [first, second, third]) = three_sharing_eight(&inbox);
         let mut sink = Sink::<u32>::new(Some(first.clone()), Metadata::new(), Metadata::new());
         sink.try_send(&300).unwrap();
         drain(&inbox);
@@ -1646,14 +1647,7 @@ mod tests {
     #[test]
     fn try_send_does_not_take_the_credit_a_woken_sink_is_to_take() {
         let (inbox, _) = counting_inbox();
-        let pool = Lent::new(8);
-        let target = |stream| Target {
-            lent: pool.clone(),
-            ..target(&inbox, stream)
-        };
-        let first = Shared::new(target(1), None);
-        let second = Shared::new(target(3), None);
-        let third = Shared::new(target(5), None);
+        let (pool, [first, second, third]) = three_sharing_eight(&inbox);
         // The first takes all of it; the second waits for it, as a send
         // does (queued, and waiting on its condition variable).
         assert_eq!(pool.take(8, &first, false), Some(false));

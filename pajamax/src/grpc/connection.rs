@@ -639,6 +639,15 @@ impl GrpcConnection {
         used
     }
 
+    /// Answers a request whose header list is past the limit.
+    #[cold]
+    #[inline(never)]
+    fn refuse_too_large(&mut self, stream: u32) -> Opened {
+        let status = Status::resource_exhausted("request header list too large");
+        self.answer_status(stream, &status);
+        Opened::Done
+    }
+
     /// A new request: answered at once, started, or returned to wait for
     /// its body.
     #[allow(clippy::too_many_arguments)]
@@ -651,9 +660,7 @@ impl GrpcConnection {
         block_id: u64,
     ) -> Opened {
         if too_large {
-            let status = Status::resource_exhausted("request header list too large");
-            self.answer_status(stream, &status);
-            return Opened::Done;
+            return self.refuse_too_large(stream);
         }
         let repeated = self.repeated.find(block_id);
         if let Some(head) = &repeated {
@@ -2268,6 +2275,8 @@ impl GrpcConnection {
     }
 
     /// Forgets every call: the connection has failed.
+    #[cold]
+    #[inline(never)]
     fn end_all_calls(&mut self) {
         self.cancel_all();
         for (_, waiting) in self.waiting.take_all() {

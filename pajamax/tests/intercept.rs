@@ -44,6 +44,23 @@ fn keyed(text_sent: &str, key: Option<&str>) -> tonic::Request<common::ProbeRequ
     request
 }
 
+/// What an observer records of each finished call (`what`), and the
+/// observer that records it.
+type Recorded<T> = Arc<Mutex<Vec<T>>>;
+
+fn recorder<T: Send + 'static>(
+    what: impl Fn(&FinishedCall<'_>) -> T + Send + Sync + 'static,
+) -> (
+    Recorded<T>,
+    impl Fn(&FinishedCall<'_>) + Send + Sync + 'static,
+) {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let record = calls.clone();
+    (calls, move |call: &FinishedCall<'_>| {
+        record.lock().unwrap().push(what(call))
+    })
+}
+
 #[tokio::test]
 async fn an_interceptor_rejects_calls_before_their_handler_and_adds_metadata() {
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -247,17 +264,12 @@ async fn observers_see_calls_whose_deadline_passed_before_their_handler() {
     use common::raw::RawPeer;
     use pajamax_test_peer::Frame;
 
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let record = calls.clone();
+    let (calls, observer) =
+        recorder(|call| (format!("{}/{}", call.service, call.method), call.code));
     let server = pajamax::Server::builder()
         .workers(1)
         .pin_workers(false)
-        .observe(move |call: &FinishedCall<'_>| {
-            record
-                .lock()
-                .unwrap()
-                .push((format!("{}/{}", call.service, call.method), call.code));
-        })
+        .observe(observer)
         .add_service(Probe)
         .add_service(Streams {
             seen: Default::default(),
@@ -384,16 +396,9 @@ async fn observers_count_compressed_requests_inflated_on_every_kind_of_call() {
     use tonic::codec::CompressionEncoding;
     use tonic::codegen::http::uri::PathAndQuery;
 
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let record = calls.clone();
-    let (server, _) = streams::start(pajamax::Server::builder().workers(1).observe(
-        move |call: &FinishedCall<'_>| {
-            record
-                .lock()
-                .unwrap()
-                .push((call.method.to_string(), call.code, call.request_bytes));
-        },
-    ));
+    let (calls, observer) =
+        recorder(|call| (call.method.to_string(), call.code, call.request_bytes));
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1).observe(observer));
     let channel = connect(&server).await;
     // Compresses well: what goes on the wire is far smaller.
     let ask = PaddedAsk {
@@ -535,16 +540,8 @@ fn observers_time_every_batch_of_a_read_from_the_read() {
     use common::raw::RawPeer;
     use prost::Message;
 
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let record = calls.clone();
-    let server = common::start(pajamax::Server::builder().workers(1).observe(
-        move |call: &FinishedCall<'_>| {
-            record
-                .lock()
-                .unwrap()
-                .push((call.method.to_string(), call.code, call.duration));
-        },
-    ));
+    let (calls, observer) = recorder(|call| (call.method.to_string(), call.code, call.duration));
+    let server = common::start(pajamax::Server::builder().workers(1).observe(observer));
     let mut peer = RawPeer::handshake(server.local_addr(), &[]);
     let sleep = common::ProbeRequest {
         sleep_ms: 50,
@@ -586,16 +583,8 @@ fn observers_time_every_batch_of_a_read_from_the_read() {
 /// goes away.
 #[tokio::test]
 async fn observers_see_calls_the_client_cancels_or_leaves_as_cancelled() {
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let record = calls.clone();
-    let (server, _) = streams::start(pajamax::Server::builder().workers(1).observe(
-        move |call: &FinishedCall<'_>| {
-            record
-                .lock()
-                .unwrap()
-                .push((call.method.to_string(), call.code));
-        },
-    ));
+    let (calls, observer) = recorder(|call| (call.method.to_string(), call.code));
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1).observe(observer));
     let endless = Ask {
         endless: true,
         interval_ms: 5,

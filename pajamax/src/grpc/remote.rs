@@ -1456,6 +1456,28 @@ mod tests {
         )
     }
 
+    /// The queue of a connection's request bytes waiting for threads,
+    /// `share` bytes at most, and a maker of its calls by stream, each of
+    /// which queues `per_call` bytes at most.
+    fn sharing_a_queue(
+        inbox: &Arc<Inbox>,
+        share: usize,
+        per_call: usize,
+    ) -> (Arc<Queued>, impl Fn(u32) -> Arc<Shared>) {
+        let queued = Queued::new(share);
+        let inbox = inbox.clone();
+        let shared = queued.clone();
+        let call = move |stream| {
+            let target = Target {
+                incoming_limit: per_call,
+                queued: shared.clone(),
+                ..target(&inbox, stream)
+            };
+            Shared::new(target, None)
+        };
+        (queued, call)
+    }
+
     /// Three calls (streams 1, 3 and 5) of one connection whose sinks
     /// share a pool of 8 bytes.
     fn three_sharing_eight(inbox: &Arc<Inbox>) -> (Arc<Lent>, [Arc<Shared>; 3]) {
@@ -1884,14 +1906,9 @@ mod tests {
     #[test]
     fn messages_of_a_streaming_let_go_of_leave_the_connections_share() {
         let (inbox, _) = counting_inbox();
-        let queued = Queued::new(16);
-        let target = |stream| Target {
-            incoming_limit: 100,
-            queued: queued.clone(),
-            ..target(&inbox, stream)
-        };
-        let deaf = Shared::new(target(1), None);
-        let other = Shared::new(target(3), None);
+        let (queued, call) = sharing_a_queue(&inbox, 16, 100);
+        let deaf = call(1);
+        let other = call(3);
         let requests = Streaming::<u32>::new(Some(deaf.clone()));
         let _sink = Sink::<u32>::new(Some(deaf.clone()), Metadata::new(), Metadata::new());
         let message = [0, 0, 0, 0, 2, 0x08, 5];
@@ -1920,27 +1937,22 @@ mod tests {
     #[test]
     fn held_requests_and_streamed_messages_each_have_the_limit() {
         let (inbox, _) = counting_inbox();
-        let queued = Queued::new(100);
-        let target = |stream| Target {
-            incoming_limit: 1000,
-            queued: queued.clone(),
-            ..target(&inbox, stream)
-        };
+        let (queued, call) = sharing_a_queue(&inbox, 100, 1000);
         // A deferred call holds a request of 90 bytes.
-        let deferred = Shared::new(target(1), None);
+        let deferred = call(1);
         deferred.hold_request(90);
         assert!(!deferred.is_refused());
         let responder = Responder::new(Some(deferred.clone()));
         drop(deferred);
         // A streaming call still queues up to the limit beside it.
-        let streamed = Shared::new(target(3), None);
+        let streamed = call(3);
         assert_eq!(streamed.offer(&[1; 60]), Offered::Queued);
         assert_eq!(streamed.offer(&[2; 40]), Offered::Queued);
         assert_eq!(streamed.offer(&[3; 10]), Offered::ConnectionFull);
         assert_eq!(queued.bytes(), 190);
         // A second request does not fit beside the first: refused, and
         // owed no room.
-        let second = Shared::new(target(5), None);
+        let second = call(5);
         second.hold_request(20);
         assert!(second.is_refused());
         assert_eq!(second.cancelled(), Some(CancelReason::Ended));
@@ -1957,7 +1969,7 @@ mod tests {
         // Answered, the deferred call's request leaves: another fits.
         responder.respond(Ok(1u32));
         assert_eq!(queued.bytes(), 50);
-        let third = Shared::new(target(7), None);
+        let third = call(7);
         third.hold_request(20);
         assert!(!third.is_refused());
         drop(third);
@@ -1994,14 +2006,9 @@ mod tests {
     #[test]
     fn a_call_without_room_in_the_connections_share_let_go_of_resumes() {
         let (inbox, _) = counting_inbox();
-        let queued = Queued::new(10);
-        let target = |stream| Target {
-            incoming_limit: 100,
-            queued: queued.clone(),
-            ..target(&inbox, stream)
-        };
-        let hoarder = Shared::new(target(1), None);
-        let deaf = Shared::new(target(3), None);
+        let (queued, call) = sharing_a_queue(&inbox, 10, 100);
+        let hoarder = call(1);
+        let deaf = call(3);
         let requests = Streaming::<u32>::new(Some(deaf.clone()));
         let message = [0, 0, 0, 0, 2, 0x08, 5];
         assert_eq!(hoarder.offer(&message), Offered::Queued);
@@ -2028,14 +2035,9 @@ mod tests {
     #[test]
     fn a_thread_waiting_for_a_message_gets_it_past_a_full_share() {
         let (inbox, _) = counting_inbox();
-        let queued = Queued::new(10);
-        let target = |stream| Target {
-            incoming_limit: 100,
-            queued: queued.clone(),
-            ..target(&inbox, stream)
-        };
-        let read = Shared::new(target(1), None);
-        let behind = Shared::new(target(3), None);
+        let (queued, call) = sharing_a_queue(&inbox, 10, 100);
+        let read = call(1);
+        let behind = call(3);
         let message = [0, 0, 0, 0, 2, 0x08, 5];
         assert_eq!(behind.offer(&message), Offered::Queued);
         assert_eq!(read.offer(&message), Offered::ConnectionFull);

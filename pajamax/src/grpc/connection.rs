@@ -955,9 +955,7 @@ impl GrpcConnection {
     #[inline(never)]
     fn on_reset(&mut self, stream: u32, tag: u32) {
         if let Some(waiting) = self.waiting.take(tag, stream) {
-            if self.observing {
-                self.observe(waiting.head.route, Code::Cancelled, Instant::now(), 0, 0);
-            }
+            self.observe_waiting_cancelled(&waiting);
             return;
         }
         if let Some(call) = self.take_call(stream) {
@@ -978,6 +976,14 @@ impl GrpcConnection {
             self.observe(route, Code::Cancelled, started, request, response);
         }
         self.recycle(call);
+    }
+
+    /// Observers see a call that waited for its body as a light record,
+    /// reset or left by its connection, `CANCELLED`, with no start.
+    fn observe_waiting_cancelled(&self, waiting: &Waiting) {
+        if self.observing {
+            self.observe(waiting.head.route, Code::Cancelled, Instant::now(), 0, 0);
+        }
     }
 
     #[inline(never)]
@@ -2274,15 +2280,13 @@ impl GrpcConnection {
         self.h2.forgive_unproductive();
     }
 
-    /// Forgets every call: the connection has failed.
+    /// Forgets every call, each ended cancelled (its thread told the
+    /// connection closed): the connection has failed, or goes.
     #[cold]
     #[inline(never)]
     fn end_all_calls(&mut self) {
-        self.cancel_all();
         for (_, waiting) in self.waiting.take_all() {
-            if self.observing {
-                self.observe(waiting.head.route, Code::Cancelled, Instant::now(), 0, 0);
-            }
+            self.observe_waiting_cancelled(&waiting);
         }
         let streams: Vec<u32> = self.calls.keys().collect();
         for stream in streams {
@@ -2452,27 +2456,10 @@ impl GrpcConnection {
 
 impl Drop for GrpcConnection {
     fn drop(&mut self) {
-        self.cancel_all();
-        if self.observing {
-            // The connection went (the client closed it, or the server):
-            // the calls still open end cancelled.
-            let now = Instant::now();
-            for (_, waiting) in self.waiting.take_all() {
-                self.observe(waiting.head.route, Code::Cancelled, now, 0, 0);
-            }
-            for call in self.calls.values() {
-                if let Some(route) = call.route {
-                    let started = call.started.unwrap_or(now);
-                    let (request, response) = (call.request_bytes, call.response_bytes);
-                    self.observe(route, Code::Cancelled, started, request, response);
-                }
-            }
-        }
-        // The producers and handlers of the calls still open go one by
-        // one, each panic in their `Drop` caught.
-        for call in self.calls.values_mut() {
-            let _ = let_go(&mut call.state);
-        }
+        // The connection went (the client closed it, or the server): the
+        // calls still open end cancelled, their producers and handlers
+        // dropped one by one, each panic in their `Drop` caught.
+        self.end_all_calls();
     }
 }
 

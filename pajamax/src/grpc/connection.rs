@@ -38,6 +38,7 @@ use crate::grpc::streaming::{Inbound, Outgoing, Production, RawNext};
 use crate::grpc::timers::Timers;
 use crate::grpc::waiting::WaitingCalls;
 use crate::h2::connection::{Connection, Event, MAX_EVENTS_PER_RECV};
+use crate::h2::fields::FieldKind;
 use crate::h2::frame::Reason;
 use crate::h2::Config as H2Config;
 use crate::stream_map::StreamMap;
@@ -801,10 +802,16 @@ impl GrpcConnection {
         block_id: u64,
     ) -> Result<Option<Route>, Status> {
         let (list, fields) = self.h2.request_fields(fields, block_id);
-        let mut head = head::parse(list.classified(fields), &mut call.metadata);
+        let mut head = head::parse(list.classified(fields.clone()), &mut call.metadata);
         call.answer_compression = head.answer_compression();
         if !head.is_grpc {
-            call.not_grpc = NotGrpc::of(head.method);
+            // Its method decides its answer (405 or 415): looked up here,
+            // off the way of gRPC requests.
+            let method = list
+                .classified(fields)
+                .find(|field| matches!(field.kind, FieldKind::Method))
+                .map_or(&b""[..], |field| field.value);
+            call.not_grpc = NotGrpc::of(method);
             call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
             return Ok(None);
         }

@@ -16,8 +16,6 @@ pub(crate) struct RequestHead<'f> {
     /// `POST` with a gRPC content-type; anything else is answered with
     /// HTTP 405 (another method) or 415 (another content-type).
     pub is_grpc: bool,
-    /// `:method`.
-    pub method: &'f [u8],
     /// How long the client waits, from `grpc-timeout`.
     pub timeout: Option<Duration>,
     /// How the request's messages are compressed (`grpc-encoding`); `None`
@@ -51,17 +49,13 @@ pub(crate) fn parse<'f>(
         path: b"",
         path_id: 0,
         is_grpc: false,
-        method: b"",
         timeout: None,
         encoding: Some(Encoding::Identity),
         accepts: Accepts::default(),
     };
     for field in fields {
         match field.kind {
-            FieldKind::Method => {
-                method_post = field.flag;
-                head.method = field.value;
-            }
+            FieldKind::Method => method_post = field.flag,
             FieldKind::Path => {
                 head.path = field.value;
                 head.path_id = field.id;

@@ -737,13 +737,14 @@ impl Shared {
     }
 
     /// Takes the credit for `bytes` if it is there now, without waiting:
-    /// `Ok(false)` when it is not.
+    /// `Ok(false)` when it is not. (The sink is not waiting in
+    /// [`Sink::send`] meanwhile: both take it by `&mut`.)
     fn try_take_credit(&self, bytes: usize) -> Result<bool, Cancelled> {
         let mut state = lock(&self.state);
         if let Some(reason) = state.cancelled {
             return Err(Cancelled { reason });
         }
-        if state.credit <= 0 || state.lent_waiting || !self.target.lent.try_take(bytes) {
+        if state.credit <= 0 || !self.target.lent.try_take(bytes) {
             return Ok(false);
         }
         state.credit -= bytes as i64;
@@ -758,7 +759,7 @@ impl Shared {
         if let Some(reason) = state.cancelled {
             return Err(Cancelled { reason });
         }
-        Ok(state.credit > 0 && !state.lent_waiting)
+        Ok(state.credit > 0)
     }
 
     /// Waits for the next request message; `Ok(None)` once the client is

@@ -35,13 +35,15 @@ impl Router {
     }
 
     /// Adds every method of `service` under `/{name}/{method}`. A later
-    /// service with the same name replaces the earlier one's routes.
+    /// service with the same name replaces the earlier one, in its place.
     pub fn add(&mut self, service: Arc<dyn Service>) {
-        let index = self.services.len();
+        let earlier = self
+            .services
+            .iter()
+            .position(|earlier| earlier.name() == service.name());
+        let index = earlier.unwrap_or(self.services.len());
         // The earlier service's methods the later one does not have go too.
-        let services = &self.services;
-        self.routes
-            .retain(|_, route| services[route.service as usize].name() != service.name());
+        self.routes.retain(|_, route| route.service as usize != index);
         for (method, described) in service.methods().iter().enumerate() {
             let path = format!("/{}/{}", service.name(), described.name).into_bytes();
             self.routes.insert(
@@ -53,7 +55,10 @@ impl Router {
                 },
             );
         }
-        self.services.push(service);
+        match earlier {
+            Some(_) => self.services[index] = service,
+            None => self.services.push(service),
+        }
     }
 
     /// The route for `path`, if a service has it.
@@ -88,15 +93,7 @@ impl Router {
     /// The names of the services, in the order they were added, each once:
     /// a service that replaced an earlier one of its name takes its place.
     pub fn service_names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.services
-            .iter()
-            .enumerate()
-            .filter(|&(index, service)| {
-                !self.services[..index]
-                    .iter()
-                    .any(|earlier| earlier.name() == service.name())
-            })
-            .map(|(_, service)| service.name())
+        self.services.iter().map(|service| service.name())
     }
 
     /// Whether a service named `name` is registered.
@@ -129,7 +126,9 @@ mod tests {
         let mut router = Router::new();
         router.add(Arc::new(Named(&OLD)));
         router.add(Arc::new(Named(&NEW)));
-        assert_eq!(router.route(b"/demo.S/Kept").map(|r| r.service), Some(1));
+        // The route leads to the later service (the only one of its name).
+        let kept = router.route(b"/demo.S/Kept").unwrap();
+        assert_eq!(router.service(kept.service).methods(), &NEW);
         assert_eq!(router.route(b"/demo.S/Gone"), None);
     }
 

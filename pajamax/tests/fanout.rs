@@ -125,8 +125,10 @@ async fn a_client_that_stops_reading_does_not_hold_up_the_publisher() {
     };
     // The publisher is done while the slow client has read nothing: it
     // never waited for it.
-    let skipped = tokio::task::spawn_blocking(move || publisher.join().unwrap())
+    let publishing = tokio::task::spawn_blocking(move || publisher.join().unwrap());
+    let skipped = tokio::time::timeout(Duration::from_secs(30), publishing)
         .await
+        .expect("the publisher never waits for the client that does not read")
         .unwrap();
     let (slow_skipped, fast_skipped) = (skipped[0], skipped[1]);
     assert!(

@@ -43,7 +43,8 @@ impl Router {
             .position(|earlier| earlier.name() == service.name());
         let index = earlier.unwrap_or(self.services.len());
         // The earlier service's methods the later one does not have go too.
-        self.routes.retain(|_, route| route.service as usize != index);
+        self.routes
+            .retain(|_, route| route.service as usize != index);
         for (method, described) in service.methods().iter().enumerate() {
             let path = format!("/{}/{}", service.name(), described.name).into_bytes();
             self.routes.insert(

@@ -243,6 +243,17 @@ struct LentState {
     woken: usize,
 }
 
+/// What became of a sink's claim on its connection's credit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// Taken; `more`: some is left for a sink that waits, to be woken.
+    Taken { more: bool },
+    /// The sink waits in line; `wake`: credit is there that no sink was
+    /// woken for, so the first in line is to be woken (once the caller
+    /// holds no sink's lock).
+    Queued { wake: bool },
+}
+
 /// The shortest list of waiting sinks that [`Lent`] prunes.
 const MIN_PRUNE: usize = 16;
 
@@ -259,24 +270,37 @@ impl Lent {
         })
     }
 
-    /// Takes `bytes` if any credit is left, and says whether some is left
-    /// for a sink that waits; `None` when there was none: `sink` waits to
-    /// be woken. `woken`: the sink comes after [`Lent::wake_one`] woke it.
-    fn take(&self, bytes: usize, sink: &Arc<Shared>, woken: bool) -> Option<bool> {
+    /// Takes `bytes` if any credit is left and it is `sink`'s turn: a sink
+    /// that comes afresh does not pass those that wait, nor one woken for
+    /// the credit that has not come for it yet. Otherwise `sink` joins the
+    /// queue, to be woken. `woken`: the sink comes after [`Lent::wake_one`]
+    /// woke it; if the credit is gone by then (answers that do not wait
+    /// took it), it waits first in line again.
+    fn take(&self, bytes: usize, sink: &Arc<Shared>, woken: bool) -> Take {
         let mut state = lock(&self.state);
         if woken {
             state.woken -= 1;
         }
-        if state.credit > 0 {
+        let its_turn = woken || (state.waiting.is_empty() && state.woken == 0);
+        if state.credit > 0 && its_turn {
             state.credit -= bytes as i64;
-            return Some(state.credit > 0 && !state.waiting.is_empty());
+            return Take::Taken {
+                more: state.credit > 0 && !state.waiting.is_empty(),
+            };
         }
         if state.waiting.len() >= state.prune_at {
             state.waiting.retain(|sink| sink.strong_count() > 0);
             state.prune_at = 2 * state.waiting.len() + MIN_PRUNE;
         }
-        state.waiting.push_back(Arc::downgrade(sink));
-        None
+        if woken {
+            state.waiting.push_front(Arc::downgrade(sink));
+        } else {
+            state.waiting.push_back(Arc::downgrade(sink));
+        }
+        Take::Queued {
+            // Credit nobody was woken for: the first in line is to be.
+            wake: state.credit > 0 && state.woken == 0,
+        }
     }
 
     /// Takes `bytes` if any credit is left and no sink waits for it, nor
@@ -717,7 +741,7 @@ impl Shared {
             if state.credit > 0 && !state.lent_waiting {
                 let woken = std::mem::take(&mut state.lent_woken);
                 match self.target.lent.take(bytes, self, woken) {
-                    Some(more) => {
+                    Take::Taken { more } => {
                         state.credit -= bytes as i64;
                         state.lent += bytes;
                         drop(state);
@@ -726,9 +750,16 @@ impl Shared {
                         }
                         return Ok(());
                     }
-                    None => {
+                    Take::Queued { wake } => {
                         state.lent_waiting = true;
                         waited = true;
+                        if wake {
+                            // Perhaps this sink itself: look again.
+                            drop(state);
+                            self.target.lent.wake_one();
+                            state = lock(&self.state);
+                            continue;
+                        }
                     }
                 }
             }
@@ -1596,6 +1627,62 @@ mod tests {
     }
 
     #[test]
+    fn a_sink_that_comes_afresh_does_not_pass_one_that_waits() {
+        let (inbox, _) = counting_inbox();
+        let (pool, [first, second, third]) = three_sharing_eight(&inbox);
+        let mut sink = Sink::<u32>::new(Some(first.clone()), Metadata::new(), Metadata::new());
+        sink.send(&300).unwrap();
+        drain(&inbox);
+        let send = |shared: Arc<Shared>| {
+            std::thread::spawn(move || {
+                let mut sink = Sink::<u32>::new(Some(shared), Metadata::new(), Metadata::new());
+                sink.send(&300).unwrap();
+                sink
+            })
+        };
+        let waiter = send(second.clone());
+        while lock(&pool.state).waiting.is_empty() {
+            std::thread::yield_now();
+        }
+        // Credit comes back before anyone is woken for it (the moment
+        // between a stream's credit and the connection's coming back),
+        // and another sink sends then: it waits its turn and wakes the
+        // sink that waited first.
+        lock(&pool.state).credit += 8;
+        let late = send(third.clone());
+        let messages = || {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                let sent: Vec<u32> = drain(&inbox)
+                    .into_iter()
+                    .filter(|part| matches!(part.part, Part::Message(_)))
+                    .map(|part| part.stream)
+                    .collect();
+                if !sent.is_empty() || std::time::Instant::now() > until {
+                    return sent;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        };
+        assert_eq!(messages(), [3], "the sink that waited sends first");
+        let _waiter = waiter.join().unwrap();
+        second.return_credit(8);
+        assert_eq!(messages(), [5]);
+        let _late = late.join().unwrap();
+        // A woken sink that finds the credit gone waits first in line.
+        let pool = Lent::new(8);
+        assert_eq!(pool.take(8, &first, false), Take::Taken { more: false });
+        assert_eq!(pool.take(8, &second, false), Take::Queued { wake: false });
+        assert_eq!(pool.take(8, &third, false), Take::Queued { wake: false });
+        lock(&pool.state).waiting.pop_front();
+        lock(&pool.state).woken += 1;
+        assert_eq!(pool.take(8, &second, true), Take::Queued { wake: false });
+        let front = lock(&pool.state).waiting.front().and_then(Weak::upgrade);
+        assert!(front.is_some_and(|front| Arc::ptr_eq(&front, &second)));
+        drop(sink);
+    }
+
+    #[test]
     fn try_send_sends_while_there_is_credit_and_never_waits() {
         let (inbox, _) = counting_inbox();
         let shared = shared(&inbox, 1, 8);
@@ -1659,8 +1746,12 @@ mod tests {
         // While a sink waits for the connection's credit, a try takes none
         // of it, even when some is there before the waiter has woken.
         let pool = Lent::new(8);
-        assert_eq!(pool.take(8, &first, false), Some(false));
-        assert_eq!(pool.take(8, &third, false), None, "the third waits");
+        assert_eq!(pool.take(8, &first, false), Take::Taken { more: false });
+        assert_eq!(
+            pool.take(8, &third, false),
+            Take::Queued { wake: false },
+            "the third waits"
+        );
         lock(&pool.state).credit += 8;
         assert!(!pool.try_take(1));
         lock(&pool.state).waiting.clear();
@@ -1673,8 +1764,8 @@ mod tests {
         let (pool, [first, second, third]) = three_sharing_eight(&inbox);
         // The first takes all of it; the second waits for it, as a send
         // does (queued, and waiting on its condition variable).
-        assert_eq!(pool.take(8, &first, false), Some(false));
-        assert_eq!(pool.take(8, &second, false), None);
+        assert_eq!(pool.take(8, &first, false), Take::Taken { more: false });
+        assert_eq!(pool.take(8, &second, false), Take::Queued { wake: false });
         lock(&second.state).lent_waiting = true;
         // Credit back: the second is woken, and has not taken it yet.
         pool.give(8);
@@ -1690,7 +1781,7 @@ mod tests {
         assert!(pool.try_take(8));
         // A woken sink that finds its call ended passes it on: to no one
         // here, so tries take the credit again.
-        assert_eq!(pool.take(8, &second, false), None);
+        assert_eq!(pool.take(8, &second, false), Take::Queued { wake: false });
         lock(&second.state).lent_waiting = true;
         pool.give(8);
         assert!(!pool.try_take(1));
@@ -1712,7 +1803,7 @@ mod tests {
         };
         // Another call holds all of the connection's credit.
         let other = Shared::new(target(1), None);
-        assert_eq!(pool.take(8, &other, false), Some(false));
+        assert_eq!(pool.take(8, &other, false), Take::Taken { more: false });
         for try_it in [true, false] {
             let shared = Shared::new(target(3), None);
             shared.hold_request(100);

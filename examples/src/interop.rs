@@ -366,26 +366,19 @@ fn payload(kind: i32, size: i32) -> Result<Payload, Status> {
 }
 
 /// Sends [`ECHO_INITIAL`] back as initial metadata and [`ECHO_TRAILING`] as
-/// trailing metadata, when the request carries them.
+/// trailing metadata, when the request carries them: as they came, whatever
+/// their bytes.
 fn echo_metadata(ctx: &mut Context<'_>) -> Result<(), Status> {
     let initial = ctx.metadata().get_bytes(ECHO_INITIAL).map(<[u8]>::to_vec);
-    let trailing =
-        match ctx.metadata().get_bytes(ECHO_TRAILING) {
-            None => None,
-            Some(_) => Some(ctx.metadata().get_bin(ECHO_TRAILING).ok_or_else(|| {
-                Status::invalid_argument(format!("{ECHO_TRAILING} is not base64"))
-            })?),
-        };
+    let trailing = ctx.metadata().get_bytes(ECHO_TRAILING).map(<[u8]>::to_vec);
     if let Some(value) = initial {
-        let value = std::str::from_utf8(&value)
-            .map_err(|_| Status::invalid_argument(format!("{ECHO_INITIAL} is not text")))?;
         ctx.headers_mut()
-            .insert(ECHO_INITIAL, value)
+            .insert_raw(ECHO_INITIAL, &value)
             .map_err(|err| Status::invalid_argument(format!("{ECHO_INITIAL}: {err}")))?;
     }
     if let Some(value) = trailing {
         ctx.trailers_mut()
-            .insert_bin(ECHO_TRAILING, &value)
+            .insert_raw(ECHO_TRAILING, &value)
             .map_err(|err| Status::invalid_argument(format!("{ECHO_TRAILING}: {err}")))?;
     }
     Ok(())
@@ -546,6 +539,24 @@ mod tests {
         assert_eq!(answer.unwrap_err().code(), Code::NotFound);
         assert_eq!(response.trailers.len(), 1);
         assert_eq!(response.headers.len(), 1);
+
+        // Values echoed as they came: bytes past ASCII, base64 as sent.
+        let mut metadata = Metadata::new();
+        metadata
+            .insert_raw(ECHO_INITIAL, "naïve".as_bytes())
+            .unwrap();
+        metadata.insert_raw(ECHO_TRAILING, b"q6ur").unwrap();
+        let (answer, response) = call("UnaryCall", &metadata, &[]);
+        assert!(answer.is_ok());
+        assert_eq!(response.headers.get(ECHO_INITIAL), Some("naïve"));
+        assert_eq!(
+            response.trailers.get_bytes(ECHO_TRAILING),
+            Some(&b"q6ur"[..])
+        );
+        assert_eq!(
+            response.trailers.get_bin(ECHO_TRAILING),
+            Some(vec![0xab, 0xab, 0xab])
+        );
     }
 
     #[test]

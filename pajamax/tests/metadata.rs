@@ -304,8 +304,8 @@ async fn stream_headers_past_the_clients_header_list_limit_end_the_call_internal
 }
 
 /// A service whose handler sends each request entry named `x-echo-*`
-/// back as a response header, borrowing the request's values while it
-/// sets them (no copy of them first).
+/// back as a response header, as it came (whatever its bytes), borrowing
+/// the request's values while it sets them (no copy of them first).
 struct Echoer;
 
 impl Service for Echoer {
@@ -328,8 +328,7 @@ impl Service for Echoer {
         let request = ctx.metadata();
         for (name, value) in request.iter() {
             if name.starts_with("x-echo-") {
-                let value = std::str::from_utf8(value).unwrap_or("");
-                ctx.headers_mut().insert(name, value).unwrap();
+                ctx.headers_mut().insert_raw(name, value).unwrap();
             }
         }
         if let Some(id) = request.get("x-request-id") {
@@ -361,9 +360,29 @@ async fn request_metadata_is_borrowed_while_response_metadata_is_set() {
     request
         .metadata_mut()
         .insert("x-request-id", "r-7".parse().unwrap());
+    // Values a request may carry past printable ASCII come back as sent.
+    let latin = tonic::metadata::AsciiMetadataValue::try_from(&b"caf\xe9 \tau lait"[..]).unwrap();
+    request.metadata_mut().insert("x-echo-latin", latin);
+    request.metadata_mut().insert_bin(
+        "x-echo-b-bin",
+        tonic::metadata::BinaryMetadataValue::from_bytes(&[0xfb, 0xff]),
+    );
     let path = PathAndQuery::from_static("/test.Echoer/Echo");
     let response = client.unary(request, path, codec).await.unwrap();
     assert_eq!(response.metadata().get("x-echo-a").unwrap(), "one");
+    assert_eq!(
+        response.metadata().get("x-echo-latin").unwrap().as_bytes(),
+        b"caf\xe9 \tau lait"
+    );
+    assert_eq!(
+        response
+            .metadata()
+            .get_bin("x-echo-b-bin")
+            .unwrap()
+            .to_bytes()
+            .unwrap(),
+        &[0xfb, 0xff][..]
+    );
     assert_eq!(response.metadata().get("x-request-id").unwrap(), "r-7");
     common::stop(server).await;
 }

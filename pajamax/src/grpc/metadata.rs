@@ -174,6 +174,33 @@ impl Metadata {
         Ok(())
     }
 
+    /// Appends an entry in its wire form, the form [`Metadata::get_bytes`]
+    /// gives: for sending back what a request carried, whatever its value.
+    /// The key as for [`Metadata::insert`] or [`Metadata::insert_bin`];
+    /// the value any bytes an HTTP/2 field value may hold (no NUL, CR or
+    /// LF, no space or tab at either end), which is every value a request
+    /// brings. A `-bin` value is taken as the base64 text it is on the
+    /// wire, unchecked.
+    ///
+    /// ```
+    /// let mut request = pajamax::Metadata::new();
+    /// request.insert_raw("x-name", "Zoë".as_bytes()).unwrap();
+    /// let mut answer = pajamax::Metadata::new();
+    /// if let Some(value) = request.get_bytes("x-name") {
+    ///     answer.insert_raw("x-name", value).unwrap();
+    /// }
+    /// assert_eq!(answer.get("x-name"), Some("Zoë"));
+    /// assert!(answer.insert_raw("x-name", b"a\r\nb").is_err());
+    /// ```
+    pub fn insert_raw(&mut self, name: &str, value: &[u8]) -> Result<(), InvalidMetadata> {
+        check_name(name)?;
+        if let Some(problem) = crate::h2::fields::value_problem(value) {
+            return Err(InvalidMetadata(problem));
+        }
+        self.push(name.as_bytes(), value);
+        Ok(())
+    }
+
     /// Appends an entry as it came off the wire, unchecked.
     pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
         self.fields.push(name, value);
@@ -272,6 +299,22 @@ mod tests {
     }
 
     #[test]
+    fn raw_entries_go_as_given() {
+        let mut md = Metadata::new();
+        md.insert_raw("x-latin", b"caf\xe9").unwrap();
+        md.insert_raw("x-inner", b"a\tb  c").unwrap();
+        md.insert_raw("x-empty", b"").unwrap();
+        md.insert_raw("x-raw-bin", b"not base64!").unwrap();
+        md.insert_raw("x-ok-bin", b"AAEC").unwrap();
+        assert_eq!(md.get_bytes("x-latin"), Some(&b"caf\xe9"[..]));
+        assert_eq!(md.get("x-latin"), None, "not UTF-8");
+        assert_eq!(md.get("x-inner"), Some("a\tb  c"));
+        assert_eq!(md.get_bytes("x-raw-bin"), Some(&b"not base64!"[..]));
+        assert_eq!(md.get_bin("x-ok-bin"), Some(vec![0, 1, 2]));
+        assert_eq!(md.len(), 5);
+    }
+
+    #[test]
     fn rejects_invalid_keys_and_values() {
         let mut md = Metadata::new();
         assert!(md.insert("Upper", "v").is_err());
@@ -284,6 +327,13 @@ mod tests {
             assert!(md.insert("x", padded).is_err(), "{padded:?}");
         }
         assert!(md.insert_bin("x", b"v").is_err());
+        // In wire form: anything a field value may hold, with a valid key.
+        for bad in [&b"a\rb"[..], b"a\nb", b"a\0b", b" a", b"a\t"] {
+            assert!(md.insert_raw("x", bad).is_err(), "{bad:?}");
+        }
+        assert!(md.insert_raw("X", b"v").is_err());
+        assert!(md.insert_raw("grpc-x", b"v").is_err());
+        assert!(md.insert_raw("te", b"trailers").is_err());
         for reserved in ["connection", "te", "transfer-encoding", "content-type"] {
             assert!(md.insert(reserved, "v").is_err(), "{reserved}");
         }

@@ -317,7 +317,7 @@ const fn parse_decimal(value: &[u8]) -> Option<u64> {
 
 /// What makes a field value invalid in HTTP/2 (RFC 9113 section 8.2.1):
 /// NUL, CR or LF anywhere, or white space at either end.
-const fn value_problem(value: &[u8]) -> Option<&'static str> {
+pub(crate) const fn value_problem(value: &[u8]) -> Option<&'static str> {
     let mut i = 0;
     while i < value.len() {
         if matches!(value[i], 0 | b'\r' | b'\n') {

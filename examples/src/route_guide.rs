@@ -269,4 +269,63 @@ mod tests {
         assert_eq!(feature.name, "");
         assert_eq!(feature.location, Some(point));
     }
+
+    /// The streaming methods, run without a server or a client.
+    #[test]
+    fn streaming_methods_answer_in_a_test_call() {
+        use pajamax::testing::TestCall;
+        let guide = RouteGuideService::new();
+        let call = TestCall::new();
+        let corner = |latitude, longitude| {
+            Some(Point {
+                latitude,
+                longitude,
+            })
+        };
+        // The whole grid: all twelve features, in order.
+        let rectangle = Rectangle {
+            lo: corner(400_000_000, -750_000_000),
+            hi: corner(420_000_000, -740_000_000),
+        };
+        let listed = call.server_stream(|_| guide.list_features(rectangle));
+        assert!(listed.result.is_ok());
+        let names: Vec<_> = listed.messages.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            features()
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+        );
+        let half_open = Rectangle {
+            hi: None,
+            ..rectangle
+        };
+        let refused = call.server_stream(|_| guide.list_features(half_open));
+        assert_eq!(refused.status().code(), pajamax::Code::InvalidArgument);
+
+        // Two known points and one unknown, in a route.
+        let known: Vec<Point> = features()
+            .iter()
+            .take(2)
+            .filter_map(|f| f.location)
+            .collect();
+        let route = [known[0], Point::default(), known[1]];
+        let recorded = call.client_stream(|_| guide.record_route(), route);
+        let summary = &recorded.messages[0];
+        assert_eq!((summary.point_count, summary.feature_count), (3, 2));
+        assert_eq!(
+            summary.distance,
+            distance(&route[0], &route[1]) + distance(&route[1], &route[2])
+        );
+
+        // Each note is answered with those left at its point before.
+        let note = |message: &str| RouteNote {
+            location: corner(1, 1),
+            message: message.to_owned(),
+        };
+        let chat = call.bidi(|_| guide.route_chat(), [note("a"), note("b"), note("c")]);
+        let said: Vec<_> = chat.messages.iter().map(|n| n.message.as_str()).collect();
+        assert_eq!(said, ["a", "a", "b"]);
+    }
 }

@@ -257,6 +257,7 @@ pub mod grpc;
 pub mod h2;
 mod runtime;
 pub mod server;
+pub mod testing;
 #[cfg(feature = "tls")]
 mod tls;
 

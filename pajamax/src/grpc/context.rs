@@ -46,7 +46,7 @@ pub(crate) struct PeerIdentity {
 }
 
 /// The identity of a peer that presented none.
-static NO_IDENTITY: PeerIdentity = PeerIdentity {
+pub(crate) static NO_IDENTITY: PeerIdentity = PeerIdentity {
     #[cfg(feature = "tls")]
     certificates: None,
 };

@@ -9,7 +9,7 @@ pub mod connection;
 pub mod context;
 mod decode;
 mod executor;
-mod framing;
+pub(crate) mod framing;
 mod head;
 pub mod intercept;
 pub mod metadata;

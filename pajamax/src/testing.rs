@@ -1,0 +1,944 @@
+//! Handlers called as a server calls them, without a server or a client:
+//! for unit tests of methods of every kind, served on the worker or on
+//! other threads.
+//!
+//! A [`TestCall`] holds what a request brings (metadata, a deadline, the
+//! peer's address) and runs one handler with a [`Context`] that works as a
+//! server's does: [`Context::defer`] and the streams' `channel`s hand the
+//! call to another thread, whose [`Responder`](crate::Responder),
+//! [`Sink`](crate::Sink) and [`Streaming`](crate::Streaming) reach the test
+//! instead of a worker. What the call sent back comes as an [`Answer`]: the
+//! response headers, the messages, the status and the trailers.
+//!
+//! ```
+//! use pajamax::testing::TestCall;
+//! use pajamax::{Context, ServerStream, Status};
+//!
+//! // `rpc Countdown (uint32) returns (stream uint32)`, sent from a thread.
+//! fn countdown(ctx: &mut Context<'_>, from: u32) -> Result<ServerStream<u32>, Status> {
+//!     let (stream, mut sink) = ServerStream::channel(ctx);
+//!     std::thread::spawn(move || {
+//!         for n in (1..=from).rev() {
+//!             if sink.send(&n).is_err() {
+//!                 return;
+//!             }
+//!         }
+//!         sink.finish(Ok(()));
+//!     });
+//!     Ok(stream)
+//! }
+//!
+//! let answer = TestCall::new().server_stream(|ctx| countdown(ctx, 3));
+//! assert_eq!(answer.messages, [3, 2, 1]);
+//! assert!(answer.result.is_ok());
+//! ```
+//!
+//! The handler's own code runs on the test's thread; a panic in it is the
+//! test's panic (a server would end the call with `INTERNAL`). Request
+//! messages are handed over as fast as the handler takes them, and the
+//! test takes every answer message at once, so flow control never holds a
+//! handler back.
+
+use crate::grpc::context::{AnswerTo, Context, ResponseMetadata, NO_IDENTITY};
+use crate::grpc::framing;
+use crate::grpc::metadata::Metadata;
+use crate::grpc::remote::{CancelReason, Delivery, Inbox, Lent, Part, Queued, Shared};
+use crate::grpc::status::Status;
+use crate::grpc::streaming::{
+    BidiStream, ClientStream, Inbound, Outgoing, Production, RawHandler, RawInbound, RawNext,
+    ServerStream,
+};
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Why a stream sent to a thread cannot be followed.
+const OTHER_CONTEXT: &str =
+    "the stream's channel was opened with a context other than the TestCall's";
+
+/// The stream id the test's calls go by.
+const STREAM: u32 = 1;
+
+/// Bytes a sink may have on their way: taken at once by the test, so this
+/// only bounds one message's wait.
+const CREDIT: usize = 64 * 1024;
+
+/// Request bytes queued for a thread: the test offers every request at
+/// once.
+const UNBOUNDED: usize = 1 << 40;
+
+/// One call to run through a handler, and what its request brings.
+///
+/// Each run (`unary`, `server_stream`, `client_stream`, `bidi`) is a call
+/// of its own with these request facts; a `TestCall` can run several.
+///
+/// ```
+/// use pajamax::testing::TestCall;
+/// use pajamax::{Context, Status};
+///
+/// fn whoami(ctx: &mut Context<'_>, _: ()) -> Result<String, Status> {
+///     let user = ctx.metadata().get("x-user").unwrap_or("anonymous").to_owned();
+///     ctx.trailers_mut().insert("x-seen", &user).unwrap();
+///     Ok(user)
+/// }
+///
+/// let mut call = TestCall::new();
+/// call.metadata_mut().insert("x-user", "alice").unwrap();
+/// let answer = call.unary(|ctx| whoami(ctx, ()));
+/// assert_eq!(answer.messages, ["alice"]);
+/// assert_eq!(answer.trailers.get("x-seen"), Some("alice"));
+/// ```
+#[derive(Debug, Default)]
+pub struct TestCall {
+    metadata: Metadata,
+    deadline: Option<Instant>,
+    peer: Option<SocketAddr>,
+    cancel_after: Option<usize>,
+}
+
+/// What a call sent back.
+#[derive(Debug)]
+pub struct Answer<M> {
+    /// The response headers' metadata (for an answer from the worker, what
+    /// the handler set on its context).
+    pub headers: Metadata,
+    /// The answer messages, in order.
+    pub messages: Vec<M>,
+    /// `Ok` for status `OK`, or the error status the call ended with.
+    pub result: Result<(), Status>,
+    /// The trailers' metadata.
+    pub trailers: Metadata,
+}
+
+impl<M> Answer<M> {
+    fn new() -> Answer<M> {
+        Answer {
+            headers: Metadata::new(),
+            messages: Vec::new(),
+            result: Ok(()),
+            trailers: Metadata::new(),
+        }
+    }
+
+    /// The status the call ended with, as a client sees it (`OK` too).
+    pub fn status(&self) -> Status {
+        match &self.result {
+            Ok(()) => Status::new(crate::Code::Ok, ""),
+            Err(status) => status.clone(),
+        }
+    }
+}
+
+impl TestCall {
+    /// A call with no metadata, no deadline and no peer address.
+    pub fn new() -> TestCall {
+        TestCall::default()
+    }
+
+    /// The request's metadata, to fill before a run.
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        &mut self.metadata
+    }
+
+    /// The call's deadline: [`Context::deadline`]; once it passes, a call
+    /// still going ends `DEADLINE_EXCEEDED` and its sink or streaming sees
+    /// it cancelled, as on a server.
+    pub fn deadline(&mut self, deadline: Instant) -> &mut TestCall {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The deadline `timeout` from now (a request's `grpc-timeout`).
+    pub fn timeout(&mut self, timeout: Duration) -> &mut TestCall {
+        self.deadline(Instant::now() + timeout)
+    }
+
+    /// The peer's address: [`Context::peer_addr`].
+    pub fn peer(&mut self, addr: SocketAddr) -> &mut TestCall {
+        self.peer = Some(addr);
+        self
+    }
+
+    /// The client cancels the call once it has received `messages` answer
+    /// messages: the call ends `CANCELLED` there, a producer on the worker
+    /// is dropped, and a sink's next `send` fails, as when a client resets
+    /// its stream.
+    pub fn cancel_after(&mut self, messages: usize) -> &mut TestCall {
+        self.cancel_after = Some(messages);
+        self
+    }
+
+    /// Runs a unary handler; an answer deferred to another thread
+    /// ([`Context::defer`]) is waited for.
+    pub fn unary<M, F>(&self, handler: F) -> Answer<M>
+    where
+        M: prost::Message + Default,
+        F: FnOnce(&mut Context<'_>) -> Result<M, Status>,
+    {
+        let run = Run::new(self);
+        if let Some(answer) = run.expired() {
+            return answer;
+        }
+        let mut response = ResponseMetadata::default();
+        let (result, remote) = run.call(self, &mut response, handler);
+        if let Some(shared) = remote {
+            return run.collect(&shared, Answer::new());
+        }
+        let mut answer = Answer::from_metadata(response);
+        match result {
+            Ok(message) => answer.messages.push(message),
+            Err(status) => answer.result = Err(status),
+        }
+        answer
+    }
+
+    /// Runs a server-streaming handler, then pulls its messages (made on
+    /// the worker, waiting out a producer's `Next::Wait`) or takes them
+    /// from its sink until the end.
+    pub fn server_stream<M, F>(&self, handler: F) -> Answer<M>
+    where
+        M: prost::Message + Default + 'static,
+        F: FnOnce(&mut Context<'_>) -> Result<ServerStream<M>, Status>,
+    {
+        let run = Run::new(self);
+        if let Some(answer) = run.expired() {
+            return answer;
+        }
+        let mut response = ResponseMetadata::default();
+        let (result, remote) = run.call(self, &mut response, handler);
+        let stream = match result {
+            Ok(stream) => stream,
+            Err(status) => return run.refused(response, remote, status),
+        };
+        match (stream.into_raw().0, remote) {
+            (Production::Local(mut producer), _) => {
+                let mut answer = Answer::from_metadata(response);
+                let mut out = Vec::new();
+                loop {
+                    if let Some(end) = run.stop(&answer) {
+                        answer.result = Err(end);
+                        return answer;
+                    }
+                    out.clear();
+                    match producer.next(Instant::now(), &mut out, false) {
+                        RawNext::Message => answer.messages.extend(decode_all::<M>(&out)),
+                        RawNext::Wait(until) => run.sleep_until(until),
+                        RawNext::End(result) => {
+                            answer.result = result;
+                            return answer;
+                        }
+                    }
+                }
+            }
+            (Production::Remote, Some(shared)) => run.collect(&shared, Answer::new()),
+            (Production::Remote, None) => panic!("{OTHER_CONTEXT}"),
+        }
+    }
+
+    /// Runs a client-streaming handler and gives it `requests`, then the
+    /// end; an answer made on another thread (the stream's `channel`, or
+    /// `on_end` deferring it) is waited for.
+    pub fn client_stream<Req, Resp, F, I>(&self, handler: F, requests: I) -> Answer<Resp>
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + Default + 'static,
+        F: FnOnce(&mut Context<'_>) -> Result<ClientStream<Req, Resp>, Status>,
+        I: IntoIterator<Item = Req>,
+    {
+        self.streamed(|ctx| handler(ctx).map(ClientStream::into_raw), requests)
+    }
+
+    /// Runs a bidirectional handler and gives it `requests`, then the end,
+    /// collecting what it sends back: on the worker, the messages of each
+    /// of its calls; from another thread, every message until the end.
+    pub fn bidi<Req, Resp, F, I>(&self, handler: F, requests: I) -> Answer<Resp>
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + Default + 'static,
+        F: FnOnce(&mut Context<'_>) -> Result<BidiStream<Req, Resp>, Status>,
+        I: IntoIterator<Item = Req>,
+    {
+        self.streamed(|ctx| handler(ctx).map(BidiStream::into_raw), requests)
+    }
+
+    /// Runs a handler of a stream of requests, of either kind.
+    fn streamed<Req, Resp>(
+        &self,
+        handler: impl FnOnce(&mut Context<'_>) -> Result<RawInbound, Status>,
+        requests: impl IntoIterator<Item = Req>,
+    ) -> Answer<Resp>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        let run = Run::new(self);
+        if let Some(answer) = run.expired() {
+            return answer;
+        }
+        let mut response = ResponseMetadata::default();
+        let (result, remote) = run.call(self, &mut response, handler);
+        match result {
+            Ok(stream) => run.inbound(self, stream.0, remote, response, requests),
+            Err(status) => run.refused(response, remote, status),
+        }
+    }
+}
+
+impl<M> Answer<M> {
+    /// An answer from the worker: the metadata the handler set.
+    fn from_metadata(response: ResponseMetadata) -> Answer<M> {
+        Answer::from_metadata_and(response, Vec::new())
+    }
+
+    /// An answer from the worker: the metadata the handler set, and the
+    /// messages it sent.
+    fn from_metadata_and(response: ResponseMetadata, messages: Vec<M>) -> Answer<M> {
+        Answer {
+            headers: response.headers,
+            messages,
+            result: Ok(()),
+            trailers: response.trailers,
+        }
+    }
+}
+
+/// Wakes the test when parts reach its inbox.
+#[derive(Default)]
+struct Signal {
+    arrived: Mutex<bool>,
+    changed: Condvar,
+}
+
+/// One run of a handler: the worker's side of the call.
+struct Run {
+    answer_to: AnswerTo,
+    inbox: Arc<Inbox>,
+    signal: Arc<Signal>,
+    deadline: Option<Instant>,
+    cancel_after: Option<usize>,
+}
+
+impl Run {
+    fn new(call: &TestCall) -> Run {
+        let signal = Arc::new(Signal::default());
+        let wake = signal.clone();
+        let inbox = Inbox::new(move || {
+            *wake.arrived.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            wake.changed.notify_all();
+        });
+        Run {
+            answer_to: AnswerTo {
+                inbox: Some((inbox.clone(), 0)),
+                credit: CREDIT,
+                incoming_limit: UNBOUNDED,
+                queued: Queued::new(UNBOUNDED),
+                lent: Lent::new(UNBOUNDED),
+            },
+            inbox,
+            signal,
+            deadline: call.deadline,
+            cancel_after: call.cancel_after,
+        }
+    }
+
+    /// Calls `handler` with a context of the call's; the call's state
+    /// shared with another thread, if the handler sent it to one.
+    fn call<T>(
+        &self,
+        call: &TestCall,
+        response: &mut ResponseMetadata,
+        handler: impl FnOnce(&mut Context<'_>) -> Result<T, Status>,
+    ) -> (Result<T, Status>, Option<Arc<Shared>>) {
+        let mut ctx = self.context(call, response);
+        let result = handler(&mut ctx);
+        let remote = ctx.take_remote();
+        (result, remote)
+    }
+
+    fn context<'a>(
+        &'a self,
+        call: &'a TestCall,
+        response: &'a mut ResponseMetadata,
+    ) -> Context<'a> {
+        Context::for_call(
+            &call.metadata,
+            call.deadline,
+            call.peer,
+            &NO_IDENTITY,
+            response,
+            Some((&self.answer_to, STREAM)),
+            false,
+        )
+    }
+
+    /// The handler refused the call: its status, with the metadata it set
+    /// (a thread it handed the call to first sees the call ended).
+    fn refused<M>(
+        &self,
+        response: ResponseMetadata,
+        remote: Option<Arc<Shared>>,
+        status: Status,
+    ) -> Answer<M> {
+        if let Some(shared) = remote {
+            shared.cancel(CancelReason::Ended);
+        }
+        Answer {
+            result: Err(status),
+            ..Answer::from_metadata(response)
+        }
+    }
+
+    /// A call whose deadline has passed before its handler starts is
+    /// answered `DEADLINE_EXCEEDED` without running it, as a server does.
+    fn expired<M>(&self) -> Option<Answer<M>> {
+        let passed = self
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline);
+        passed.then(|| Answer {
+            result: Err(Status::deadline_exceeded("the call's deadline passed")),
+            ..Answer::new()
+        })
+    }
+
+    /// Why the call ends before its handler ends it: the deadline passed,
+    /// or the client has all the messages it was to take.
+    fn stop<M>(&self, answer: &Answer<M>) -> Option<Status> {
+        if self
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            return Some(Status::deadline_exceeded("the call's deadline passed"));
+        }
+        if self
+            .cancel_after
+            .is_some_and(|n| answer.messages.len() >= n)
+        {
+            return Some(Status::cancelled("the client cancelled the call"));
+        }
+        None
+    }
+
+    /// Sleeps until `until`, or the deadline if it is sooner.
+    fn sleep_until(&self, until: Instant) {
+        let until = self.deadline.map_or(until, |deadline| until.min(deadline));
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+    }
+
+    /// Serves request messages to a client-streaming or bidirectional
+    /// call, then collects its answer.
+    fn inbound<Req, Resp>(
+        &self,
+        call: &TestCall,
+        inbound: Inbound,
+        remote: Option<Arc<Shared>>,
+        response: ResponseMetadata,
+        requests: impl IntoIterator<Item = Req>,
+    ) -> Answer<Resp>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        match (inbound, remote) {
+            (Inbound::Local(mut handler), _) => {
+                self.on_worker(call, &mut *handler, response, requests)
+            }
+            (Inbound::Remote, Some(shared)) => {
+                for request in requests {
+                    let framed = framed(&request);
+                    // The queue has no limit here: always queued.
+                    shared.offer(&framed);
+                }
+                shared.end_incoming(None);
+                self.collect(&shared, Answer::new())
+            }
+            (Inbound::Remote, None) => panic!("{OTHER_CONTEXT}"),
+        }
+    }
+
+    /// Hands each request to a handler on the worker, then the end.
+    fn on_worker<Req, Resp>(
+        &self,
+        call: &TestCall,
+        handler: &mut dyn RawHandler,
+        mut response: ResponseMetadata,
+        requests: impl IntoIterator<Item = Req>,
+    ) -> Answer<Resp>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        let mut answer = Answer::new();
+        let mut out = Outgoing::default();
+        let mut result = Ok(());
+        for request in requests {
+            if let Some(end) = self.stop(&answer) {
+                result = Err(end);
+                break;
+            }
+            out.clear();
+            let mut ctx = self.context(call, &mut response);
+            let taken = handler.on_message(&mut ctx, &request.encode_to_vec(), &mut out);
+            drop(ctx);
+            answer.messages.extend(decode_all::<Resp>(&out.messages));
+            if let Err(status) = taken {
+                result = Err(status);
+                break;
+            }
+        }
+        if result.is_ok() {
+            if let Some(end) = self.stop(&answer) {
+                result = Err(end);
+            }
+        }
+        if result.is_ok() {
+            out.clear();
+            let mut ctx = self.context(call, &mut response);
+            result = handler.on_end(&mut ctx, &mut out);
+            let remote = ctx.take_remote();
+            drop(ctx);
+            if let Some(shared) = remote {
+                // `on_end` deferred the answer to another thread.
+                return self.collect(&shared, answer);
+            }
+            answer.messages.extend(decode_all::<Resp>(&out.messages));
+        }
+        Answer {
+            result,
+            ..Answer::from_metadata_and(response, answer.messages)
+        }
+    }
+
+    /// Takes the parts a thread sends for the call until its end (or the
+    /// deadline, or the client's cancelling), giving back the credit of
+    /// each message as it comes.
+    fn collect<M: prost::Message + Default>(
+        &self,
+        shared: &Arc<Shared>,
+        mut answer: Answer<M>,
+    ) -> Answer<M> {
+        let mut parts = Vec::new();
+        loop {
+            if let Some(end) = self.stop(&answer) {
+                let reason = if end.code() == crate::Code::DeadlineExceeded {
+                    CancelReason::DeadlineExceeded
+                } else {
+                    CancelReason::Cancelled
+                };
+                shared.cancel(reason);
+                answer.result = Err(end);
+                return answer;
+            }
+            *self
+                .signal
+                .arrived
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = false;
+            parts.clear();
+            self.inbox.drain(&mut parts);
+            for Delivery { part, .. } in parts.drain(..) {
+                match part {
+                    Part::Headers(headers) => answer.headers = headers,
+                    Part::Message(bytes) => {
+                        shared.return_credit(bytes.len());
+                        answer.messages.extend(decode_all::<M>(&bytes));
+                        if self.stop(&answer).is_some() {
+                            break;
+                        }
+                    }
+                    Part::Finish { status, trailers } => {
+                        answer.result = status.map_or(Ok(()), Err);
+                        answer.trailers = trailers;
+                        shared.cancel(CancelReason::Ended);
+                        return answer;
+                    }
+                    Part::Answer {
+                        result,
+                        headers,
+                        trailers,
+                    } => {
+                        match result {
+                            Ok(bytes) => answer.messages.extend(decode_all::<M>(&bytes)),
+                            Err(status) => answer.result = Err(status),
+                        }
+                        answer.headers = headers;
+                        answer.trailers = trailers;
+                        shared.cancel(CancelReason::Ended);
+                        return answer;
+                    }
+                    // The queues have no limits here: nothing waits for room.
+                    Part::Resume | Part::Room => {}
+                }
+            }
+            if self.stop(&answer).is_none() {
+                self.wait_for_parts();
+            }
+        }
+    }
+
+    /// Waits until parts arrive, or the deadline passes.
+    fn wait_for_parts(&self) {
+        let mut arrived = self
+            .signal
+            .arrived
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        while !*arrived {
+            let wait = match self.deadline {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    left
+                }
+                None => Duration::from_secs(3600),
+            };
+            arrived = self
+                .signal
+                .changed
+                .wait_timeout(arrived, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// A message with its 5-byte prefix, as the server receives it.
+fn framed<M: prost::Message>(message: &M) -> Vec<u8> {
+    let mut out = Vec::new();
+    framing::encode(message, &mut out);
+    out
+}
+
+/// The messages framed one after the other in `bytes`.
+fn decode_all<M: prost::Message + Default>(mut bytes: &[u8]) -> Vec<M> {
+    let mut messages = Vec::new();
+    while let Some(len) = framing::message_len(bytes) {
+        let message = M::decode(&bytes[framing::PREFIX_LEN..len])
+            .expect("a handler's answer message decodes as its type");
+        messages.push(message);
+        bytes = &bytes[len..];
+    }
+    messages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BidiHandler, ClientStreamHandler, Code, Next, Producer, Responses, ServerStream};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    #[test]
+    fn unary_answers_from_the_worker_or_a_thread() {
+        let mut call = TestCall::new();
+        call.metadata_mut().insert("x-n", "4").unwrap();
+        let double = |ctx: &mut Context<'_>| -> Result<u32, Status> {
+            let n: u32 = ctx.metadata().get("x-n").unwrap().parse().unwrap();
+            ctx.headers_mut().insert("x-h", "1").unwrap();
+            ctx.trailers_mut().insert("x-t", "2").unwrap();
+            Ok(2 * n)
+        };
+        let answer = call.unary(double);
+        assert_eq!(answer.messages, [8]);
+        assert!(answer.result.is_ok());
+        assert_eq!(answer.status().code(), Code::Ok);
+        assert_eq!(answer.headers.get("x-h"), Some("1"));
+        assert_eq!(answer.trailers.get("x-t"), Some("2"));
+
+        // Deferred: the responder's answer, with the metadata it carries.
+        let answer = call.unary(|ctx| {
+            ctx.headers_mut().insert("x-h", "moved").unwrap();
+            let mut responder = ctx.defer();
+            std::thread::spawn(move || {
+                responder.trailers_mut().insert("x-t", "thread").unwrap();
+                responder.respond(Ok(5u32));
+            });
+            Ok(0u32)
+        });
+        assert_eq!(answer.messages, [5], "the handler's return is ignored");
+        assert_eq!(answer.headers.get("x-h"), Some("moved"));
+        assert_eq!(answer.trailers.get("x-t"), Some("thread"));
+
+        // A responder dropped unanswered ends the call INTERNAL.
+        let answer = call.unary(|ctx| {
+            let responder = ctx.defer();
+            std::thread::spawn(move || drop(responder));
+            Ok(0u32)
+        });
+        assert!(answer.messages.is_empty());
+        assert_eq!(answer.status().code(), Code::Internal);
+
+        // An error keeps the metadata set before it.
+        let answer = call.unary(|ctx| -> Result<u32, Status> {
+            ctx.trailers_mut().insert("x-why", "no").unwrap();
+            Err(Status::not_found("none"))
+        });
+        assert_eq!(answer.status().code(), Code::NotFound);
+        assert_eq!(answer.trailers.get("x-why"), Some("no"));
+    }
+
+    #[test]
+    fn a_call_past_its_deadline_is_not_run() {
+        let mut call = TestCall::new();
+        call.deadline(Instant::now() - Duration::from_millis(1));
+        let ran = AtomicBool::new(false);
+        let answer = call.unary(|_| {
+            ran.store(true, Ordering::SeqCst);
+            Ok(1u32)
+        });
+        assert_eq!(answer.status().code(), Code::DeadlineExceeded);
+        assert!(!ran.load(Ordering::SeqCst));
+    }
+
+    /// Counts down from `left`, one message every `every`; counts its
+    /// drops in `dropped`.
+    struct Countdown {
+        left: u32,
+        every: Duration,
+        due: Option<Instant>,
+        dropped: Arc<AtomicUsize>,
+    }
+
+    impl Producer<u32> for Countdown {
+        fn next(&mut self, now: Instant) -> Next<u32> {
+            if self.left == 0 {
+                return Next::End(Ok(()));
+            }
+            match self.due {
+                Some(due) if due > now => Next::Wait(due),
+                _ => {
+                    self.due = Some(now + self.every);
+                    self.left -= 1;
+                    Next::Message(self.left)
+                }
+            }
+        }
+    }
+
+    impl Drop for Countdown {
+        fn drop(&mut self) {
+            self.dropped.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn server_streams_on_the_worker_end_as_their_producer_says() {
+        let call = TestCall::new();
+        let answer = call.server_stream(|ctx| {
+            ctx.headers_mut().insert("x-h", "1").unwrap();
+            Ok(ServerStream::iter([
+                Ok(1u32),
+                Ok(2),
+                Err(Status::aborted("enough")),
+            ]))
+        });
+        assert_eq!(answer.messages, [1, 2]);
+        assert_eq!(answer.status().code(), Code::Aborted);
+        assert_eq!(answer.headers.get("x-h"), Some("1"));
+
+        // Paced: the waits are waited out.
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let countdown = |left| Countdown {
+            left,
+            every: Duration::from_millis(20),
+            due: None,
+            dropped: dropped.clone(),
+        };
+        let started = Instant::now();
+        let answer = call.server_stream(|_| Ok(ServerStream::from_producer(countdown(3))));
+        assert_eq!(answer.messages, [2, 1, 0]);
+        assert!(answer.result.is_ok());
+        assert!(started.elapsed() >= Duration::from_millis(40));
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+
+        // The client cancels after two: the producer is dropped there.
+        let answer = TestCall::new()
+            .cancel_after(2)
+            .server_stream(|_| Ok(ServerStream::from_producer(countdown(1000))));
+        assert_eq!(answer.messages, [999, 998]);
+        assert_eq!(answer.status().code(), Code::Cancelled);
+        assert_eq!(dropped.load(Ordering::SeqCst), 2);
+
+        // The deadline passes mid-stream.
+        let answer = TestCall::new()
+            .timeout(Duration::from_millis(50))
+            .server_stream(|_| Ok(ServerStream::from_producer(countdown(1000))));
+        assert_eq!(answer.status().code(), Code::DeadlineExceeded);
+        assert!(!answer.messages.is_empty() && answer.messages.len() < 10);
+        assert_eq!(dropped.load(Ordering::SeqCst), 3);
+
+        // Refused before any message.
+        let answer = call.server_stream(|_| -> Result<ServerStream<u32>, Status> {
+            Err(Status::unavailable("later"))
+        });
+        assert_eq!(answer.status().code(), Code::Unavailable);
+    }
+
+    #[test]
+    fn server_streams_from_a_thread_see_the_end_of_their_call() {
+        let sends = |ctx: &mut Context<'_>, count: u32, failed: Arc<AtomicBool>| {
+            let (stream, mut sink) = ServerStream::<u32>::channel(ctx);
+            sink.trailers_mut().insert("x-t", "done").unwrap();
+            std::thread::spawn(move || {
+                for n in 0..count {
+                    if sink.send(&n).is_err() {
+                        failed.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                }
+                sink.finish(Ok(()));
+            });
+            Ok(stream)
+        };
+        // Many more messages than a sink's credit: it is given back.
+        let failed = Arc::new(AtomicBool::new(false));
+        let answer = TestCall::new().server_stream(|ctx| sends(ctx, 20_000, failed.clone()));
+        assert_eq!(answer.messages.len(), 20_000);
+        assert!(answer.messages.iter().copied().eq(0..20_000));
+        assert!(answer.result.is_ok());
+        assert_eq!(answer.trailers.get("x-t"), Some("done"));
+        assert!(!failed.load(Ordering::SeqCst));
+
+        // Cancelled after three: the sink's sends fail.
+        let failed = Arc::new(AtomicBool::new(false));
+        let answer = TestCall::new()
+            .cancel_after(3)
+            .server_stream(|ctx| sends(ctx, u32::MAX, failed.clone()));
+        assert_eq!(answer.messages, [0, 1, 2]);
+        assert_eq!(answer.status().code(), Code::Cancelled);
+        let until = Instant::now() + Duration::from_secs(5);
+        while !failed.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(failed.load(Ordering::SeqCst), "the sender learns of it");
+
+        // A sink that waits for the end of its call is told of the deadline.
+        let (told, heard) = std::sync::mpsc::channel();
+        let answer = TestCall::new()
+            .timeout(Duration::from_millis(30))
+            .server_stream(|ctx| {
+                let (stream, mut sink) = ServerStream::<u32>::channel(ctx);
+                sink.on_cancel(move |reason| told.send(reason).unwrap());
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_secs(5));
+                    drop(sink);
+                });
+                Ok(stream)
+            });
+        assert_eq!(answer.status().code(), Code::DeadlineExceeded);
+        assert_eq!(
+            heard.recv_timeout(Duration::from_secs(5)).unwrap(),
+            CancelReason::DeadlineExceeded
+        );
+    }
+
+    #[derive(Default)]
+    struct Sum(u64);
+
+    impl ClientStreamHandler<u32, u64> for Sum {
+        fn on_message(&mut self, _ctx: &mut Context<'_>, n: u32) -> Result<(), Status> {
+            if n == 13_000 {
+                return Err(Status::invalid_argument("13000"));
+            }
+            self.0 += u64::from(n);
+            Ok(())
+        }
+
+        fn on_end(&mut self, ctx: &mut Context<'_>) -> Result<u64, Status> {
+            if ctx.metadata().get("x-defer").is_some() {
+                let sum = self.0;
+                let responder = ctx.defer();
+                std::thread::spawn(move || responder.respond(Ok(sum * 10)));
+                return Ok(0);
+            }
+            Ok(self.0)
+        }
+    }
+
+    #[test]
+    fn client_streams_take_every_request_then_answer() {
+        let call = TestCall::new();
+        let answer = call.client_stream(|_| Ok(ClientStream::on_worker(Sum::default())), 1..=100);
+        assert_eq!(answer.messages, [5050]);
+        let answer = call.client_stream(
+            |_| Ok(ClientStream::on_worker(Sum::default())),
+            [1, 13_000, 2],
+        );
+        assert!(answer.messages.is_empty());
+        assert_eq!(answer.status().code(), Code::InvalidArgument);
+        // `on_end` defers the answer.
+        let mut deferring = TestCall::new();
+        deferring.metadata_mut().insert("x-defer", "1").unwrap();
+        let answer =
+            deferring.client_stream(|_| Ok(ClientStream::on_worker(Sum::default())), [1, 2]);
+        assert_eq!(answer.messages, [30]);
+        // Read on a thread of its own.
+        let answer = call.client_stream(
+            |ctx| {
+                let (stream, requests, responder) = ClientStream::<u32, u64>::channel(ctx);
+                std::thread::spawn(move || {
+                    let sum: Result<u64, Status> = requests.map(|n| n.map(u64::from)).sum();
+                    responder.respond(sum);
+                });
+                Ok(stream)
+            },
+            1..=4000,
+        );
+        assert_eq!(answer.messages, [8_002_000]);
+    }
+
+    struct Doubler;
+
+    impl BidiHandler<u32, u32> for Doubler {
+        fn on_message(
+            &mut self,
+            _ctx: &mut Context<'_>,
+            n: u32,
+            responses: &mut Responses<'_, u32>,
+        ) -> Result<(), Status> {
+            responses.send(&(2 * n));
+            Ok(())
+        }
+
+        fn on_end(
+            &mut self,
+            ctx: &mut Context<'_>,
+            responses: &mut Responses<'_, u32>,
+        ) -> Result<(), Status> {
+            ctx.trailers_mut().insert("x-end", "yes").unwrap();
+            responses.send(&0);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn bidirectional_calls_answer_as_they_go() {
+        let call = TestCall::new();
+        let answer = call.bidi(|_| Ok(BidiStream::on_worker(Doubler)), [1, 2, 3]);
+        assert_eq!(answer.messages, [2, 4, 6, 0]);
+        assert_eq!(answer.trailers.get("x-end"), Some("yes"));
+        let answer = TestCall::new()
+            .cancel_after(2)
+            .bidi(|_| Ok(BidiStream::on_worker(Doubler)), 1..);
+        assert_eq!(answer.messages, [2, 4]);
+        assert_eq!(answer.status().code(), Code::Cancelled);
+        let answer = call.bidi(
+            |ctx| {
+                let (stream, requests, mut sink) = BidiStream::<u32, u32>::channel(ctx);
+                std::thread::spawn(move || {
+                    for n in requests {
+                        let Ok(n) = n else { return };
+                        if sink.send(&(n + 1)).is_err() {
+                            return;
+                        }
+                    }
+                    sink.finish(Err(Status::aborted("after the last")));
+                });
+                Ok(stream)
+            },
+            [10, 20],
+        );
+        assert_eq!(answer.messages, [11, 21]);
+        assert_eq!(answer.status().code(), Code::Aborted);
+    }
+}

@@ -334,13 +334,16 @@ impl Lent {
     }
 
     /// Wakes the first sink that waits and is still in its call, if credit
-    /// is left. One at a time, not all at once: each sink that takes
-    /// credit wakes the next one while some is left.
+    /// is left and no sink was woken for it that has not come for it yet.
+    /// One at a time, not all at once: each sink that takes credit wakes
+    /// the next one while some is left (and one that does not take it
+    /// passes it on), so a sink that comes while one was woken does not
+    /// pass those that wait before it.
     fn wake_one(&self) {
         loop {
             let next = {
                 let mut state = lock(&self.state);
-                if state.credit <= 0 {
+                if state.credit <= 0 || state.woken > 0 {
                     return;
                 }
                 let Some(next) = state.waiting.pop_front() else {
@@ -1680,6 +1683,38 @@ mod tests {
         let front = lock(&pool.state).waiting.front().and_then(Weak::upgrade);
         assert!(front.is_some_and(|front| Arc::ptr_eq(&front, &second)));
         drop(sink);
+    }
+
+    #[test]
+    fn a_sink_that_comes_while_credit_is_given_back_does_not_pass_one_that_waits() {
+        let (inbox, _) = counting_inbox();
+        let (pool, [first, second, third]) = three_sharing_eight(&inbox);
+        // The first holds all of it; the second waits for it, as a send
+        // does (queued, and waiting on its condition variable).
+        assert_eq!(pool.take(8, &first, false), Take::Taken { more: false });
+        assert_eq!(pool.take(8, &second, false), Take::Queued { wake: false });
+        lock(&second.state).lent_waiting = true;
+        // The credit comes back (`give`: the credit first, then the wake),
+        // and the third comes to send in between: it queues behind the
+        // second, and wakes the first in line, as its send does.
+        lock(&pool.state).credit += 8;
+        assert_eq!(pool.take(8, &third, false), Take::Queued { wake: true });
+        lock(&third.state).lent_waiting = true;
+        pool.wake_one();
+        assert!(!lock(&second.state).lent_waiting, "the second is woken");
+        // The wake of the `give` comes after: one sink is woken for the
+        // credit already, the third waits its turn.
+        pool.wake_one();
+        assert!(lock(&third.state).lent_waiting, "the third still waits");
+        assert_eq!(lock(&pool.state).woken, 1);
+        second.take_credit(8).unwrap();
+        assert_eq!(lock(&pool.state).woken, 0);
+        // Its turn comes as the credit does.
+        pool.give(8);
+        assert!(!lock(&third.state).lent_waiting, "the third is woken");
+        third.take_credit(8).unwrap();
+        assert_eq!(lock(&pool.state).woken, 0);
+        assert_eq!(pool.credit(), 0);
     }
 
     #[test]

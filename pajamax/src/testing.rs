@@ -37,12 +37,16 @@
 //! test's panic (a server would end the call with `INTERNAL`). Request
 //! messages are handed over as fast as the handler takes them, and the
 //! test takes every answer message at once, so flow control never holds a
-//! handler back.
+//! handler back. A thread's requests are taken from their iterator as its
+//! `Streaming` makes room for them, while its answer comes back, and no
+//! more once the call has ended: an endless iterator does for a client
+//! that sends until the call ends. The iterator runs on the test's thread:
+//! a deadline that passes while it blocks is seen once it returns.
 
 use crate::grpc::context::{AnswerTo, Context, ResponseMetadata, NO_IDENTITY};
 use crate::grpc::framing;
 use crate::grpc::metadata::Metadata;
-use crate::grpc::remote::{CancelReason, Delivery, Inbox, Lent, Part, Queued, Shared};
+use crate::grpc::remote::{CancelReason, Delivery, Inbox, Lent, Offered, Part, Queued, Shared};
 use crate::grpc::status::Status;
 use crate::grpc::streaming::{
     BidiStream, ClientStream, Inbound, Outgoing, Production, RawHandler, RawInbound, RawNext,
@@ -63,9 +67,18 @@ const STREAM: u32 = 1;
 /// only bounds one message's wait.
 const CREDIT: usize = 64 * 1024;
 
-/// Request bytes queued for a thread: the test offers every request at
-/// once.
+/// Request bytes of the connection's calls queued for threads: no limit,
+/// the call's own queue holds them back.
 const UNBOUNDED: usize = 1 << 40;
+
+/// Request bytes queued for a thread before the test waits for it to take
+/// some (at least one message is queued, whatever its size).
+const REQUESTS_QUEUED: usize = 64 * 1024;
+
+/// Request messages offered to a thread at most before the test looks for
+/// its answer again (when its `Streaming` was dropped, every offer is
+/// taken).
+const OFFERS_AT_ONCE: usize = 1024;
 
 /// One call to run through a handler, and what its request brings.
 ///
@@ -330,7 +343,7 @@ impl Run {
             answer_to: AnswerTo {
                 inbox: Some((inbox.clone(), 0)),
                 credit: CREDIT,
-                incoming_limit: UNBOUNDED,
+                incoming_limit: REQUESTS_QUEUED,
                 queued: Queued::new(UNBOUNDED),
                 lent: Lent::new(UNBOUNDED),
             },
@@ -443,13 +456,41 @@ impl Run {
                 self.on_worker(call, &mut *handler, response, requests)
             }
             (Inbound::Remote, Some(shared)) => {
-                for request in requests {
-                    let framed = framed(&request);
-                    // The queue has no limit here: always queued.
-                    shared.offer(&framed);
-                }
-                shared.end_incoming(None);
-                self.collect(&shared, Answer::new())
+                let mut requests = requests.into_iter();
+                let mut refused: Option<Vec<u8>> = None;
+                let mut ended = false;
+                // Offers what the thread's queue takes, then the end; `true`
+                // while more could be offered at once.
+                let deadline = self.deadline;
+                let mut feed = |shared: &Shared| {
+                    for _ in 0..OFFERS_AT_ONCE {
+                        // The deadline is looked at between requests: an
+                        // iterator that blocks holds it back.
+                        let passed = deadline.is_some_and(|deadline| Instant::now() >= deadline);
+                        if ended || passed {
+                            return false;
+                        }
+                        let message = match refused.take() {
+                            Some(message) => message,
+                            None => match requests.next() {
+                                Some(request) => framed(&request),
+                                None => {
+                                    shared.end_incoming(None);
+                                    ended = true;
+                                    return false;
+                                }
+                            },
+                        };
+                        if shared.offer(&message) != Offered::Queued {
+                            // Offered again once the thread has taken some
+                            // (a `Part::Resume` comes).
+                            refused = Some(message);
+                            return false;
+                        }
+                    }
+                    true
+                };
+                self.collect_feeding(&shared, Answer::new(), &mut feed)
             }
             (Inbound::Remote, None) => panic!("{OTHER_CONTEXT}"),
         }
@@ -514,7 +555,18 @@ impl Run {
     fn collect<M: prost::Message + Default>(
         &self,
         shared: &Arc<Shared>,
+        answer: Answer<M>,
+    ) -> Answer<M> {
+        self.collect_feeding(shared, answer, &mut |_| false)
+    }
+
+    /// As [`Run::collect`], offering the call's requests with `feed` while
+    /// it goes on (`true`: more are ready to offer at once).
+    fn collect_feeding<M: prost::Message + Default>(
+        &self,
+        shared: &Arc<Shared>,
         mut answer: Answer<M>,
+        feed: &mut dyn FnMut(&Shared) -> bool,
     ) -> Answer<M> {
         let mut parts = Vec::new();
         loop {
@@ -533,6 +585,7 @@ impl Run {
                 .arrived
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()) = false;
+            let more = feed(shared);
             parts.clear();
             self.inbox.drain(&mut parts);
             for Delivery { part, .. } in parts.drain(..) {
@@ -565,11 +618,11 @@ impl Run {
                         shared.cancel(CancelReason::Ended);
                         return answer;
                     }
-                    // The queues have no limits here: nothing waits for room.
+                    // The thread took requests: more are offered above.
                     Part::Resume | Part::Room => {}
                 }
             }
-            if self.stop(&answer).is_none() {
+            if !more && self.stop(&answer).is_none() {
                 self.wait_for_parts();
             }
         }
@@ -940,5 +993,75 @@ mod tests {
         );
         assert_eq!(answer.messages, [11, 21]);
         assert_eq!(answer.status().code(), Code::Aborted);
+    }
+
+    /// Runs `f` on a thread of its own; fails the test if it has not ended
+    /// within five seconds.
+    fn ends<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (done, ended) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(f()).unwrap());
+        ended
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the call did not end")
+    }
+
+    /// Echoes each request from a thread until the requests end.
+    fn echo_on_a_thread(ctx: &mut Context<'_>) -> Result<BidiStream<u32, u32>, Status> {
+        let (stream, requests, mut sink) = BidiStream::<u32, u32>::channel(ctx);
+        std::thread::spawn(move || {
+            for n in requests {
+                let Ok(n) = n else { return };
+                if sink.send(&n).is_err() {
+                    return;
+                }
+            }
+            sink.finish(Ok(()));
+        });
+        Ok(stream)
+    }
+
+    #[test]
+    fn endless_requests_to_a_thread_stop_with_the_call() {
+        // The client cancels after three answers.
+        let answer = ends(|| TestCall::new().cancel_after(3).bidi(echo_on_a_thread, 1..));
+        assert_eq!(answer.messages, [1, 2, 3]);
+        assert_eq!(answer.status().code(), Code::Cancelled);
+
+        // The deadline passes.
+        let answer = ends(|| {
+            TestCall::new()
+                .timeout(Duration::from_millis(50))
+                .bidi(echo_on_a_thread, 1..)
+        });
+        assert_eq!(answer.status().code(), Code::DeadlineExceeded);
+        // Requests that come slowly: the deadline ends the call before
+        // they all came.
+        let started = Instant::now();
+        let slowly = (0..20).inspect(|_| std::thread::sleep(Duration::from_millis(50)));
+        let answer = ends(move || {
+            TestCall::new()
+                .timeout(Duration::from_millis(100))
+                .bidi(echo_on_a_thread, slowly)
+        });
+        assert_eq!(answer.status().code(), Code::DeadlineExceeded);
+        assert!(started.elapsed() < Duration::from_millis(600));
+
+        // The thread answers without reading them.
+        let answer = ends(|| {
+            TestCall::new().client_stream(
+                |ctx| {
+                    let (stream, requests, responder) = ClientStream::<u32, u64>::channel(ctx);
+                    std::thread::spawn(move || {
+                        responder.respond(Ok(7u64));
+                        std::thread::sleep(Duration::from_millis(50));
+                        drop(requests);
+                    });
+                    Ok(stream)
+                },
+                1..,
+            )
+        });
+        assert_eq!(answer.messages, [7]);
+        assert!(answer.result.is_ok());
     }
 }

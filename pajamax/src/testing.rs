@@ -543,6 +543,14 @@ impl Run {
             }
             answer.messages.extend(decode_all::<Resp>(&out.messages));
         }
+        if let Some(n) = self.cancel_after {
+            // A handler call may send several: the client cancels once it
+            // has taken its `n`, and sees none of the rest, nor the end.
+            if answer.messages.len() > n {
+                answer.messages.truncate(n);
+                result = Err(Status::cancelled("the client cancelled the call"));
+            }
+        }
         Answer {
             result,
             ..Answer::from_metadata_and(response, answer.messages)
@@ -964,6 +972,32 @@ mod tests {
         }
     }
 
+    /// Answers each request twice (`n`, `10 * n`), and the end with 7 and 8.
+    struct Twice;
+
+    impl BidiHandler<u32, u32> for Twice {
+        fn on_message(
+            &mut self,
+            _ctx: &mut Context<'_>,
+            n: u32,
+            responses: &mut Responses<'_, u32>,
+        ) -> Result<(), Status> {
+            responses.send(&n);
+            responses.send(&(10 * n));
+            Ok(())
+        }
+
+        fn on_end(
+            &mut self,
+            _ctx: &mut Context<'_>,
+            responses: &mut Responses<'_, u32>,
+        ) -> Result<(), Status> {
+            responses.send(&7);
+            responses.send(&8);
+            Ok(())
+        }
+    }
+
     #[test]
     fn bidirectional_calls_answer_as_they_go() {
         let call = TestCall::new();
@@ -974,6 +1008,18 @@ mod tests {
             .cancel_after(2)
             .bidi(|_| Ok(BidiStream::on_worker(Doubler)), 1..);
         assert_eq!(answer.messages, [2, 4]);
+        assert_eq!(answer.status().code(), Code::Cancelled);
+        // A client that cancels sees no more than it took, though a call
+        // of the handler sent more.
+        let answer = TestCall::new()
+            .cancel_after(3)
+            .bidi(|_| Ok(BidiStream::on_worker(Twice)), [1, 2, 3]);
+        assert_eq!(answer.messages, [1, 10, 2]);
+        assert_eq!(answer.status().code(), Code::Cancelled);
+        let answer = TestCall::new()
+            .cancel_after(1)
+            .bidi(|_| Ok(BidiStream::on_worker(Twice)), []);
+        assert_eq!(answer.messages, [7]);
         assert_eq!(answer.status().code(), Code::Cancelled);
         let answer = call.bidi(
             |ctx| {

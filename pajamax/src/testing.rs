@@ -112,8 +112,10 @@ pub struct TestCall {
 /// What a call sent back.
 #[derive(Debug)]
 pub struct Answer<M> {
-    /// The response headers' metadata (for an answer from the worker, what
-    /// the handler set on its context).
+    /// The response headers' metadata. Empty for a trailers-only answer
+    /// (no message, and no headers sent on their own): its metadata, the
+    /// headers' too, comes with the trailers, as a client gets it, whether
+    /// the worker or a thread answered.
     pub headers: Metadata,
     /// The answer messages, in order.
     pub messages: Vec<M>,
@@ -197,12 +199,17 @@ impl TestCall {
         if let Some(shared) = remote {
             return run.collect(&shared, Answer::new());
         }
-        let mut answer = Answer::from_metadata(response);
+        let answer = Answer::from_metadata(response);
         match result {
-            Ok(message) => answer.messages.push(message),
-            Err(status) => answer.result = Err(status),
+            Ok(message) => Answer {
+                messages: vec![message],
+                ..answer
+            },
+            Err(status) => Answer {
+                result: Err(status),
+                ..answer.trailers_only()
+            },
         }
-        answer
     }
 
     /// Runs a server-streaming handler, then pulls its messages (made on
@@ -230,7 +237,8 @@ impl TestCall {
                 loop {
                     if let Some(end) = run.stop(&answer) {
                         answer.result = Err(end);
-                        return answer;
+                        let sent = !answer.messages.is_empty();
+                        return answer.sent_headers(sent);
                     }
                     out.clear();
                     match producer.next(Instant::now(), &mut out, false) {
@@ -238,7 +246,8 @@ impl TestCall {
                         RawNext::Wait(until) => run.sleep_until(until),
                         RawNext::End(result) => {
                             answer.result = result;
-                            return answer;
+                            let sent = !answer.messages.is_empty();
+                            return answer.sent_headers(sent);
                         }
                     }
                 }
@@ -312,6 +321,25 @@ impl<M> Answer<M> {
             result: Ok(()),
             trailers: response.trailers,
         }
+    }
+
+    /// The answer, trailers-only unless the response headers were `sent`.
+    fn sent_headers(self, sent: bool) -> Answer<M> {
+        if sent {
+            self
+        } else {
+            self.trailers_only()
+        }
+    }
+
+    /// A trailers-only answer: the headers' metadata goes with the
+    /// trailers, as a sink on a thread sends it.
+    fn trailers_only(mut self) -> Answer<M> {
+        let headers = std::mem::take(&mut self.headers);
+        for (name, value) in headers.iter() {
+            self.trailers.push(name.as_bytes(), value);
+        }
+        self
     }
 }
 
@@ -397,7 +425,7 @@ impl Run {
         }
         Answer {
             result: Err(status),
-            ..Answer::from_metadata(response)
+            ..Answer::from_metadata(response).trailers_only()
         }
     }
 
@@ -511,6 +539,8 @@ impl Run {
         let mut answer = Answer::new();
         let mut out = Outgoing::default();
         let mut result = Ok(());
+        // Sent on their own (`Responses::send_headers`).
+        let mut headers_sent = false;
         for request in requests {
             if let Some(end) = self.stop(&answer) {
                 result = Err(end);
@@ -520,6 +550,7 @@ impl Run {
             let mut ctx = self.context(call, &mut response);
             let taken = handler.on_message(&mut ctx, &request.encode_to_vec(), &mut out);
             drop(ctx);
+            headers_sent |= out.headers_now;
             answer.messages.extend(decode_all::<Resp>(&out.messages));
             if let Err(status) = taken {
                 result = Err(status);
@@ -541,8 +572,10 @@ impl Run {
                 // `on_end` deferred the answer to another thread.
                 return self.collect(&shared, answer);
             }
+            headers_sent |= out.headers_now;
             answer.messages.extend(decode_all::<Resp>(&out.messages));
         }
+        headers_sent |= !answer.messages.is_empty();
         if let Some(n) = self.cancel_after {
             // A handler call may send several: the client cancels once it
             // has taken its `n`, and sees none of the rest, nor the end.
@@ -555,6 +588,7 @@ impl Run {
             result,
             ..Answer::from_metadata_and(response, answer.messages)
         }
+        .sent_headers(headers_sent)
     }
 
     /// Takes the parts a thread sends for the call until its end (or the
@@ -617,14 +651,20 @@ impl Run {
                         headers,
                         trailers,
                     } => {
-                        match result {
-                            Ok(bytes) => answer.messages.extend(decode_all::<M>(&bytes)),
-                            Err(status) => answer.result = Err(status),
-                        }
                         answer.headers = headers;
                         answer.trailers = trailers;
                         shared.cancel(CancelReason::Ended);
-                        return answer;
+                        return match result {
+                            Ok(bytes) => {
+                                answer.messages.extend(decode_all::<M>(&bytes));
+                                answer
+                            }
+                            Err(status) => {
+                                answer.result = Err(status);
+                                let sent = !answer.messages.is_empty();
+                                answer.sent_headers(sent)
+                            }
+                        };
                     }
                     // The thread took requests: more are offered above.
                     Part::Resume | Part::Room => {}
@@ -1039,6 +1079,89 @@ mod tests {
         );
         assert_eq!(answer.messages, [11, 21]);
         assert_eq!(answer.status().code(), Code::Aborted);
+    }
+
+    /// The metadata of a trailers-only answer comes with its trailers,
+    /// whether the worker or a thread answered.
+    #[test]
+    fn a_trailers_only_answer_has_no_headers() {
+        let set = |ctx: &mut Context<'_>| {
+            ctx.headers_mut().insert("x-h", "1").unwrap();
+            ctx.trailers_mut().insert("x-t", "2").unwrap();
+        };
+        let only_trailers = |answer: &Answer<u32>, code| {
+            assert!(answer.headers.is_empty(), "{answer:?}");
+            assert_eq!(answer.trailers.get("x-h"), Some("1"), "{answer:?}");
+            assert_eq!(answer.trailers.get("x-t"), Some("2"), "{answer:?}");
+            assert_eq!(answer.status().code(), code);
+        };
+        let call = TestCall::new();
+        let worker = call.unary(|ctx| -> Result<u32, Status> {
+            set(ctx);
+            Err(Status::not_found("none"))
+        });
+        only_trailers(&worker, Code::NotFound);
+        let thread = call.unary(|ctx| {
+            set(ctx);
+            let responder = ctx.defer();
+            std::thread::spawn(move || responder.respond::<u32>(Err(Status::not_found("none"))));
+            Ok(0u32)
+        });
+        only_trailers(&thread, Code::NotFound);
+
+        let worker = call.server_stream(|ctx| {
+            set(ctx);
+            Ok(ServerStream::iter([Err(Status::aborted("no"))]))
+        });
+        only_trailers(&worker, Code::Aborted);
+        let thread = call.server_stream(|ctx| {
+            set(ctx);
+            let (stream, sink) = ServerStream::<u32>::channel(ctx);
+            std::thread::spawn(move || sink.finish(Err(Status::aborted("no"))));
+            Ok(stream)
+        });
+        only_trailers(&thread, Code::Aborted);
+        let refused = call.server_stream(|ctx| -> Result<ServerStream<u32>, Status> {
+            set(ctx);
+            Err(Status::unavailable("later"))
+        });
+        only_trailers(&refused, Code::Unavailable);
+
+        // No message, status OK: trailers-only too.
+        let worker = call.server_stream(|ctx| {
+            set(ctx);
+            Ok(ServerStream::iter(std::iter::empty::<Result<u32, Status>>()))
+        });
+        only_trailers(&worker, Code::Ok);
+
+        // Headers sent on their own, or with a message, stay headers.
+        struct HeadersFirst;
+        impl BidiHandler<u32, u32> for HeadersFirst {
+            fn on_message(
+                &mut self,
+                _ctx: &mut Context<'_>,
+                _n: u32,
+                responses: &mut Responses<'_, u32>,
+            ) -> Result<(), Status> {
+                responses.send_headers();
+                Ok(())
+            }
+        }
+        let worker = call.bidi(
+            |ctx| {
+                set(ctx);
+                Ok(BidiStream::on_worker(HeadersFirst))
+            },
+            [1],
+        );
+        assert_eq!(worker.headers.get("x-h"), Some("1"));
+        assert_eq!(worker.trailers.get("x-h"), None);
+        let worker = call.unary(|ctx| {
+            set(ctx);
+            Ok(1u32)
+        });
+        assert_eq!(worker.headers.get("x-h"), Some("1"));
+        assert_eq!(worker.trailers.get("x-t"), Some("2"));
     }
 
     /// Runs `f` on a thread of its own; fails the test if it has not ended

@@ -231,7 +231,12 @@ impl TestCall {
             Err(status) => return run.refused(response, remote, status),
         };
         match (stream.into_raw().0, remote) {
-            (Production::Local(mut producer), _) => {
+            (Production::Local(mut producer), remote) => {
+                // A channel opened all the same goes nowhere: its thread
+                // sees the call ended, as on a server.
+                if let Some(shared) = remote {
+                    shared.cancel(CancelReason::Ended);
+                }
                 let mut answer = Answer::from_metadata(response);
                 let mut out = Vec::new();
                 loop {
@@ -480,7 +485,11 @@ impl Run {
         Resp: prost::Message + Default,
     {
         match (inbound, remote) {
-            (Inbound::Local(mut handler), _) => {
+            (Inbound::Local(mut handler), remote) => {
+                if let Some(shared) = remote {
+                    // A channel opened all the same goes nowhere.
+                    shared.cancel(CancelReason::Ended);
+                }
                 self.on_worker(call, &mut *handler, response, requests)
             }
             (Inbound::Remote, Some(shared)) => {
@@ -1162,6 +1171,39 @@ mod tests {
         });
         assert_eq!(worker.headers.get("x-h"), Some("1"));
         assert_eq!(worker.trailers.get("x-t"), Some("2"));
+    }
+
+    /// A handler that opens a channel and answers on the worker all the
+    /// same: the channel's thread sees the call ended, as on a server.
+    #[test]
+    fn a_channel_left_unused_ends_with_the_call() {
+        let (told, heard) = std::sync::mpsc::channel();
+        let answer = TestCall::new().server_stream(|ctx| {
+            let (_unused, mut sink) = ServerStream::<u32>::channel(ctx);
+            sink.on_cancel(move |reason| told.send(reason).unwrap());
+            std::thread::spawn(move || while sink.send(&0).is_ok() {});
+            Ok(ServerStream::iter([Ok(1u32)]))
+        });
+        assert_eq!(answer.messages, [1]);
+        assert_eq!(
+            heard.recv_timeout(Duration::from_secs(5)),
+            Ok(CancelReason::Ended)
+        );
+        let (told, heard) = std::sync::mpsc::channel();
+        let answer = TestCall::new().bidi(
+            |ctx| {
+                let (_unused, _requests, mut sink) = BidiStream::<u32, u32>::channel(ctx);
+                sink.on_cancel(move |reason| told.send(reason).unwrap());
+                std::thread::spawn(move || drop(sink));
+                Ok(BidiStream::on_worker(Doubler))
+            },
+            [1],
+        );
+        assert_eq!(answer.messages, [2, 0]);
+        assert_eq!(
+            heard.recv_timeout(Duration::from_secs(5)),
+            Ok(CancelReason::Ended)
+        );
     }
 
     /// Runs `f` on a thread of its own; fails the test if it has not ended

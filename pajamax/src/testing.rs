@@ -105,6 +105,7 @@ const OFFERS_AT_ONCE: usize = 1024;
 pub struct TestCall {
     metadata: Metadata,
     deadline: Option<Instant>,
+    timeout: Option<Duration>,
     peer: Option<SocketAddr>,
     cancel_after: Option<usize>,
 }
@@ -155,21 +156,29 @@ impl TestCall {
         &mut self.metadata
     }
 
+    /// The request's metadata, given whole.
+    pub fn metadata(mut self, metadata: Metadata) -> TestCall {
+        self.metadata = metadata;
+        self
+    }
+
     /// The call's deadline: [`Context::deadline`]; once it passes, a call
     /// still going ends `DEADLINE_EXCEEDED` and its sink or streaming sees
     /// it cancelled, as on a server.
-    pub fn deadline(&mut self, deadline: Instant) -> &mut TestCall {
+    pub fn deadline(mut self, deadline: Instant) -> TestCall {
         self.deadline = Some(deadline);
         self
     }
 
-    /// The deadline `timeout` from now (a request's `grpc-timeout`).
-    pub fn timeout(&mut self, timeout: Duration) -> &mut TestCall {
-        self.deadline(Instant::now() + timeout)
+    /// A deadline `timeout` after each run starts (a request's
+    /// `grpc-timeout`); with [`TestCall::deadline`] too, the sooner one.
+    pub fn timeout(mut self, timeout: Duration) -> TestCall {
+        self.timeout = Some(timeout);
+        self
     }
 
     /// The peer's address: [`Context::peer_addr`].
-    pub fn peer(&mut self, addr: SocketAddr) -> &mut TestCall {
+    pub fn peer(mut self, addr: SocketAddr) -> TestCall {
         self.peer = Some(addr);
         self
     }
@@ -177,8 +186,8 @@ impl TestCall {
     /// The client cancels the call once it has received `messages` answer
     /// messages: the call ends `CANCELLED` there, a producer on the worker
     /// is dropped, and a sink's next `send` fails, as when a client resets
-    /// its stream.
-    pub fn cancel_after(&mut self, messages: usize) -> &mut TestCall {
+    /// its stream. (A unary call's one message ends it anyway.)
+    pub fn cancel_after(mut self, messages: usize) -> TestCall {
         self.cancel_after = Some(messages);
         self
     }
@@ -382,7 +391,10 @@ impl Run {
             },
             inbox,
             signal,
-            deadline: call.deadline,
+            deadline: match (call.deadline, call.timeout) {
+                (Some(deadline), Some(timeout)) => Some(deadline.min(Instant::now() + timeout)),
+                (deadline, timeout) => deadline.or_else(|| timeout.map(|t| Instant::now() + t)),
+            },
             cancel_after: call.cancel_after,
         }
     }
@@ -408,7 +420,7 @@ impl Run {
     ) -> Context<'a> {
         Context::for_call(
             &call.metadata,
-            call.deadline,
+            self.deadline,
             call.peer,
             &NO_IDENTITY,
             response,
@@ -789,8 +801,7 @@ mod tests {
 
     #[test]
     fn a_call_past_its_deadline_is_not_run() {
-        let mut call = TestCall::new();
-        call.deadline(Instant::now() - Duration::from_millis(1));
+        let call = TestCall::new().deadline(Instant::now() - Duration::from_millis(1));
         let ran = AtomicBool::new(false);
         let answer = call.unary(|_| {
             ran.store(true, Ordering::SeqCst);
@@ -798,6 +809,17 @@ mod tests {
         });
         assert_eq!(answer.status().code(), Code::DeadlineExceeded);
         assert!(!ran.load(Ordering::SeqCst));
+
+        // A timeout counts from each run's start; a deadline does not move.
+        let call = TestCall::new().timeout(Duration::from_millis(50));
+        let left = |ctx: &mut Context<'_>| Ok(ctx.time_remaining().unwrap().as_millis() as u32);
+        std::thread::sleep(Duration::from_millis(60));
+        let answer = call.unary(left);
+        assert!(answer.result.is_ok());
+        assert!(answer.messages[0] > 30, "{:?}", answer.messages);
+        let soon = Instant::now() + Duration::from_millis(20);
+        let answer = call.deadline(soon).unary(left);
+        assert!(answer.messages[0] <= 20, "the sooner of the two");
     }
 
     /// Counts down from `left`, one message every `every`; counts its

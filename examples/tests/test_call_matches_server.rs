@@ -13,6 +13,8 @@ use std::fmt::Debug;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Channel, Endpoint};
 
+/// What a client saw of a call: the `x-` metadata of its headers and
+/// trailers (sorted), its messages and its status.
 #[derive(Debug, Clone, PartialEq)]
 struct Seen<M> {
     headers: Vec<(String, String)>,
@@ -30,7 +32,8 @@ impl<M> Seen<M> {
     }
 }
 
-fn md(m: &Metadata) -> Vec<(String, String)> {
+/// The `x-` entries of `m`, sorted.
+fn entries(m: &Metadata) -> Vec<(String, String)> {
     let mut v: Vec<_> = m
         .iter()
         .filter(|(k, _)| k.starts_with("x-"))
@@ -40,7 +43,8 @@ fn md(m: &Metadata) -> Vec<(String, String)> {
     v
 }
 
-fn tmd(m: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
+/// The `x-` entries of tonic's `m`, sorted.
+fn tonic_entries(m: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
     let mut v: Vec<_> = m
         .clone()
         .into_headers()
@@ -57,17 +61,19 @@ fn tmd(m: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
     v
 }
 
-fn of<M: Clone>(a: &Answer<M>) -> Seen<M> {
+/// What `TestCall`'s answer `a` shows a client.
+fn seen_in<M: Clone>(a: &Answer<M>) -> Seen<M> {
     let s = a.status();
     Seen {
-        headers: md(&a.headers),
+        headers: entries(&a.headers),
         messages: a.messages.clone(),
         code: s.code() as i32,
         message: s.message().to_owned(),
-        trailers: md(&a.trailers),
+        trailers: entries(&a.trailers),
     }
 }
 
+/// A tonic request carrying `meta`.
 fn request<T>(m: T, meta: &[(&str, &str)]) -> tonic::Request<T> {
     let mut r = tonic::Request::new(m);
     for (k, v) in meta {
@@ -86,6 +92,7 @@ fn request<T>(m: T, meta: &[(&str, &str)]) -> tonic::Request<T> {
     r
 }
 
+/// A `TestCall` whose request carries `meta`.
 fn call_with(meta: &[(&str, &str)]) -> TestCall {
     let mut c = TestCall::new();
     for (k, v) in meta {
@@ -98,6 +105,7 @@ fn call_with(meta: &[(&str, &str)]) -> TestCall {
     c
 }
 
+/// A unary call through the server, with tonic's client.
 async fn wire_unary<Q, R>(ch: &Channel, path: &str, r: tonic::Request<Q>) -> Seen<R>
 where
     Q: prost::Message + Send + Sync + 'static,
@@ -111,7 +119,7 @@ where
         .await
     {
         Ok(r) => Seen {
-            headers: tmd(r.metadata()),
+            headers: tonic_entries(r.metadata()),
             messages: vec![r.into_inner()],
             code: 0,
             message: String::new(),
@@ -122,11 +130,12 @@ where
             messages: vec![],
             code: s.code() as i32,
             message: s.message().to_owned(),
-            trailers: tmd(s.metadata()),
+            trailers: tonic_entries(s.metadata()),
         },
     }
 }
 
+/// What tonic's client gets of a streamed answer.
 async fn read_stream<R: prost::Message + Default + Send + 'static>(
     response: Result<tonic::Response<tonic::Streaming<R>>, tonic::Status>,
 ) -> Seen<R> {
@@ -138,11 +147,11 @@ async fn read_stream<R: prost::Message + Default + Send + 'static>(
                 messages: vec![],
                 code: s.code() as i32,
                 message: s.message().to_owned(),
-                trailers: tmd(s.metadata()),
+                trailers: tonic_entries(s.metadata()),
             }
         }
     };
-    let headers = tmd(response.metadata());
+    let headers = tonic_entries(response.metadata());
     let mut stream = response.into_inner();
     let mut messages = Vec::new();
     loop {
@@ -155,7 +164,7 @@ async fn read_stream<R: prost::Message + Default + Send + 'static>(
                     messages,
                     code: 0,
                     message: String::new(),
-                    trailers: tmd(&t),
+                    trailers: tonic_entries(&t),
                 };
             }
             Err(s) => {
@@ -164,13 +173,14 @@ async fn read_stream<R: prost::Message + Default + Send + 'static>(
                     messages,
                     code: s.code() as i32,
                     message: s.message().to_owned(),
-                    trailers: tmd(s.metadata()),
+                    trailers: tonic_entries(s.metadata()),
                 }
             }
         }
     }
 }
 
+/// A server-streaming call through the server, with tonic's client.
 async fn wire_server_stream<Q, R>(ch: &Channel, path: &str, r: tonic::Request<Q>) -> Seen<R>
 where
     Q: prost::Message + Send + Sync + 'static,
@@ -183,6 +193,8 @@ where
     read_stream(client.server_streaming(r, path, codec).await).await
 }
 
+/// A client-streaming or bidirectional call through the server, with
+/// tonic's client.
 async fn wire_streaming<Q, R>(
     ch: &Channel,
     path: &str,
@@ -205,6 +217,8 @@ where
 /// trailers into its headers, and gives a trailers-only answer's metadata
 /// as headers when its status is OK: the metadata is compared as a whole,
 /// and a trailers-only error has no headers on either side.
+/// Checks that `TestCall` (`t`) and the server with tonic's client (`w`)
+/// agree on `what`.
 fn compare<M: PartialEq + Debug>(what: &str, t: &Seen<M>, w: &Seen<M>) {
     assert_eq!(t.messages, w.messages, "{what}");
     assert_eq!((t.code, &t.message), (w.code, &w.message), "{what}");
@@ -214,6 +228,7 @@ fn compare<M: PartialEq + Debug>(what: &str, t: &Seen<M>, w: &Seen<M>) {
     }
 }
 
+/// Response parameters of the given sizes and intervals.
 fn params(sizes: &[(i32, i32)]) -> Vec<ResponseParameters> {
     sizes
         .iter()
@@ -225,6 +240,7 @@ fn params(sizes: &[(i32, i32)]) -> Vec<ResponseParameters> {
         .collect()
 }
 
+/// The status for an interop request to echo.
 fn status(code: i32, message: &str) -> Option<EchoStatus> {
     Some(EchoStatus {
         code,
@@ -255,7 +271,7 @@ async fn interop_and_route_guide_answers_match_the_servers() {
     ];
 
     // EmptyCall.
-    let t = of(&TestCall::new().unary(|ctx| s.empty_call_with_context(ctx, Empty {})));
+    let t = seen_in(&TestCall::new().unary(|ctx| s.empty_call_with_context(ctx, Empty {})));
     let w = wire_unary(&ch, &format!("{T}EmptyCall"), request(Empty {}, &[])).await;
     compare("EmptyCall", &t, &w);
 
@@ -284,7 +300,7 @@ async fn interop_and_route_guide_answers_match_the_servers() {
             },
         ),
     ] {
-        let t = of(&call_with(echo).unary(|ctx| s.unary_call_with_context(ctx, req.clone())));
+        let t = seen_in(&call_with(echo).unary(|ctx| s.unary_call_with_context(ctx, req.clone())));
         let w = wire_unary(&ch, &format!("{T}UnaryCall"), request(req, echo)).await;
         compare(name, &t, &w);
     }
@@ -321,8 +337,10 @@ async fn interop_and_route_guide_answers_match_the_servers() {
             },
         ),
     ] {
-        let t = of(&call_with(echo)
-            .server_stream(|ctx| s.streaming_output_call_with_context(ctx, req.clone())));
+        let t = seen_in(
+            &call_with(echo)
+                .server_stream(|ctx| s.streaming_output_call_with_context(ctx, req.clone())),
+        );
         let w =
             wire_server_stream(&ch, &format!("{T}StreamingOutputCall"), request(req, echo)).await;
         compare(name, &t, &w);
@@ -336,13 +354,15 @@ async fn interop_and_route_guide_answers_match_the_servers() {
         expect_compressed: None,
     };
     let reqs = vec![payload(27182), payload(8), payload(1828), payload(45904)];
-    let t = of(&call_with(echo)
-        .client_stream(|ctx| s.streaming_input_call_with_context(ctx), reqs.clone()));
+    let t = seen_in(
+        &call_with(echo)
+            .client_stream(|ctx| s.streaming_input_call_with_context(ctx), reqs.clone()),
+    );
     let w = wire_streaming(&ch, &format!("{T}StreamingInputCall"), reqs, echo).await;
     compare("StreamingInputCall", &t, &w);
-    let t =
-        of(&call_with(echo)
-            .client_stream(|ctx| s.streaming_input_call_with_context(ctx), Vec::new()));
+    let t = seen_in(
+        &call_with(echo).client_stream(|ctx| s.streaming_input_call_with_context(ctx), Vec::new()),
+    );
     let w = wire_streaming::<StreamingInputCallRequest, StreamingInputCallResponse>(
         &ch,
         &format!("{T}StreamingInputCall"),
@@ -375,7 +395,7 @@ async fn interop_and_route_guide_answers_match_the_servers() {
         ("empty", vec![]),
     ] {
         for method in ["FullDuplexCall", "HalfDuplexCall"] {
-            let t = of(&call_with(echo).bidi(
+            let t = seen_in(&call_with(echo).bidi(
                 |ctx| {
                     if method == "FullDuplexCall" {
                         s.full_duplex_call_with_context(ctx)
@@ -394,18 +414,18 @@ async fn interop_and_route_guide_answers_match_the_servers() {
     let g = RouteGuideService::new();
     const R: &str = "/routeguide.RouteGuide/";
     let p = features()[3].location.unwrap();
-    let t = of(&TestCall::new().unary(|ctx| g.get_feature_with_context(ctx, p)));
+    let t = seen_in(&TestCall::new().unary(|ctx| g.get_feature_with_context(ctx, p)));
     let w = wire_unary(&ch, &format!("{R}GetFeature"), request(p, &[])).await;
     compare("GetFeature", &t, &w);
     let rect = Rectangle {
         lo: features()[0].location,
         hi: features()[7].location,
     };
-    let t = of(&TestCall::new().server_stream(|ctx| g.list_features_with_context(ctx, rect)));
+    let t = seen_in(&TestCall::new().server_stream(|ctx| g.list_features_with_context(ctx, rect)));
     let w = wire_server_stream(&ch, &format!("{R}ListFeatures"), request(rect, &[])).await;
     compare("ListFeatures", &t, &w);
     let half = Rectangle { hi: None, ..rect };
-    let t = of(&TestCall::new().server_stream(|ctx| g.list_features_with_context(ctx, half)));
+    let t = seen_in(&TestCall::new().server_stream(|ctx| g.list_features_with_context(ctx, half)));
     let w = wire_server_stream(&ch, &format!("{R}ListFeatures"), request(half, &[])).await;
     compare("ListFeatures refused", &t, &w);
     let route: Vec<Point> = features()
@@ -413,8 +433,9 @@ async fn interop_and_route_guide_answers_match_the_servers() {
         .take(3)
         .filter_map(|f| f.location)
         .collect();
-    let t =
-        of(&TestCall::new().client_stream(|ctx| g.record_route_with_context(ctx), route.clone()));
+    let t = seen_in(
+        &TestCall::new().client_stream(|ctx| g.record_route_with_context(ctx), route.clone()),
+    );
     let w = wire_streaming(&ch, &format!("{R}RecordRoute"), route, &[]).await;
     compare("RecordRoute", &t, &w);
     let note = |m: &str, x: i32| RouteNote {
@@ -427,7 +448,7 @@ async fn interop_and_route_guide_answers_match_the_servers() {
     // Distinct points per side: the notes are shared by both services'
     // calls only within one service value.
     let notes = vec![note("a", 1), note("b", 1), note("c", 2), note("d", 1)];
-    let t = of(&TestCall::new().bidi(|ctx| g.route_chat_with_context(ctx), notes.clone()));
+    let t = seen_in(&TestCall::new().bidi(|ctx| g.route_chat_with_context(ctx), notes.clone()));
     let w = wire_streaming(&ch, &format!("{R}RouteChat"), notes, &[]).await;
     compare("RouteChat", &t, &w);
 

@@ -137,18 +137,28 @@ async fn many_unread_half_open_streams_hold_a_bounded_amount() {
     let (server, seen) = streams::start(pajamax::Server::builder().workers(1).h2_config(h2));
     let channel = common::connect(&server).await;
     let mut unread = Vec::new();
+    let mut waiting = 0;
     for _ in 0..300 {
         let request = Ask {
             endless: true,
             size: 1000,
             ..Ask::default()
         };
-        match server_stream(channel.clone(), "Count", tonic::Request::new(request)).await {
+        let call = server_stream(channel.clone(), "Count", tonic::Request::new(request));
+        match tokio::time::timeout(Duration::from_millis(200), call).await {
             // Kept, never read.
-            Ok(response) => unread.push(response.into_inner()),
-            Err(status) => assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}"),
+            Ok(Ok(response)) => unread.push(response.into_inner()),
+            Ok(Err(status)) => panic!("{status:?}"),
+            // Past the held limit, a new call waits for the client to read.
+            Err(_) => {
+                waiting += 1;
+                if waiting == 3 {
+                    break;
+                }
+            }
         }
     }
+    assert_eq!(waiting, 3, "calls past the held limit wait");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let stats = server.stats();
     // What the client's windows let out, the held limit, then at most one

@@ -288,6 +288,9 @@ pub struct GrpcConnection {
     /// Calls that went to wait for their body in a table.
     #[cfg(test)]
     waits: usize,
+    /// Calls parked while the held answers were past the limit.
+    #[cfg(test)]
+    parks: usize,
     /// Answers whose message was encoded straight into the output.
     #[cfg(test)]
     answered_in_place: usize,
@@ -315,6 +318,11 @@ pub struct GrpcConnection {
     timers: Timers,
     /// Producers on the worker that may send now.
     ready: VecDeque<u32>,
+    /// Unary and server-streaming calls whose request is complete, waiting
+    /// to run while the answers held for the client's windows are past
+    /// the limit ([`GrpcConnection::crowded`]), in arrival order; kept in
+    /// `calls` with their request in their buffer.
+    parked: VecDeque<u32>,
     /// Answer bytes of the producer being pulled.
     scratch: Vec<u8>,
     /// Answer parts of the handler being called.
@@ -385,6 +393,8 @@ impl GrpcConnection {
             #[cfg(test)]
             waits: 0,
             #[cfg(test)]
+            parks: 0,
+            #[cfg(test)]
             answered_in_place: 0,
             reply: Vec::new(),
             response_metadata: ResponseMetadata::default(),
@@ -398,6 +408,7 @@ impl GrpcConnection {
             clock: Clock::default(),
             timers: Timers::default(),
             ready: VecDeque::new(),
+            parked: VecDeque::new(),
             scratch: Vec::new(),
             outgoing: Outgoing::default(),
             touched: Vec::new(),
@@ -729,6 +740,13 @@ impl GrpcConnection {
                 route.kind,
                 MethodKind::ClientStreaming | MethodKind::BidiStreaming
             ) {
+                if self.crowded() {
+                    // Its messages would wait with it; refused, as the
+                    // request was not looked at (the client may retry).
+                    self.recycle(call);
+                    self.h2.reset_stream(stream, Reason::REFUSED_STREAM);
+                    return Opened::Done;
+                }
                 self.start_inbound(stream, call, route);
                 return Opened::Done;
             }
@@ -1148,6 +1166,9 @@ impl GrpcConnection {
         if self.started_too_late(stream, route, call.deadline, request) {
             return self.recycle(call);
         }
+        if self.crowded() {
+            return self.park(stream, call, message);
+        }
         match route.kind {
             MethodKind::ServerStreaming => self.start_server_stream(stream, call, route, message),
             _ => self.run_unary(stream, Running::Boxed(call), route, message),
@@ -1168,7 +1189,63 @@ impl GrpcConnection {
         if self.started_too_late(stream, route, waiting.deadline(self.epoch), request) {
             return;
         }
+        if self.crowded() {
+            let call = self.resume(waiting);
+            return self.park(stream, call, message);
+        }
         self.run_unary(stream, Running::Light(waiting), route, message)
+    }
+
+    /// Whether the answers held for the client's flow-control windows are
+    /// past [`h2::Config::max_held_bytes`](crate::h2::Config): new calls
+    /// then wait to run, or are refused (a stream of requests), until the
+    /// client reads.
+    #[inline(always)]
+    fn crowded(&self) -> bool {
+        self.h2.held_bytes() > self.max_held
+    }
+
+    /// Keeps a call whose request `message` is complete until the client
+    /// has read enough of the answers held for it ([`GrpcConnection::crowded`]):
+    /// a client that sends many calls at once and reads their answers is
+    /// served in turn, not refused, and one that never reads holds its
+    /// requests (within `max_buffered_request_bytes`), not their answers.
+    #[cold]
+    #[inline(never)]
+    fn park(&mut self, stream: u32, mut call: Box<Call>, message: &[u8]) {
+        let framed = PREFIX_LEN + message.len();
+        if self.buffered + framed > self.max_buffered {
+            let status =
+                Status::resource_exhausted("the connection buffers too many incomplete requests");
+            return self.refuse(stream, call, &status);
+        }
+        call.inbound.clear();
+        call.inbound.extend(&[0]);
+        call.inbound.extend(&(message.len() as u32).to_be_bytes());
+        call.inbound.extend(message);
+        call.recv_done = true;
+        self.buffered += framed;
+        self.parked.push_back(stream);
+        #[cfg(test)]
+        {
+            self.parks += 1;
+        }
+        self.keep(stream, call);
+    }
+
+    /// Runs the parked calls, in order, while the held answers are below
+    /// the limit; a call reset or ended meanwhile is gone from the table.
+    #[cold]
+    #[inline(never)]
+    fn run_parked(&mut self) {
+        while !self.crowded() {
+            let Some(stream) = self.parked.pop_front() else {
+                return;
+            };
+            if let Some(call) = self.take_call(stream) {
+                self.finish_collecting(stream, call);
+            }
+        }
     }
 
     fn run_unary(&mut self, stream: u32, running: Running, route: Route, message: &[u8]) {
@@ -2050,6 +2127,9 @@ impl GrpcConnection {
     /// [`GrpcConnection::settle`] at the time of `self.clock`.
     #[inline]
     fn settle_step(&mut self) {
+        if !self.parked.is_empty() {
+            self.run_parked();
+        }
         if !self.touched.is_empty() || !self.ready.is_empty() || self.lent_due > 0 {
             self.run_producers();
         }
@@ -2594,7 +2674,7 @@ mod tests {
     use crate::grpc::status::Code;
     use crate::grpc::streaming::{RawInbound, RawServerStream};
     use crate::{BidiHandler, BidiStream, Responses, ServerStream};
-    use pajamax_test_peer::{Client, Frame};
+    use pajamax_test_peer::{Client, ErrorCode, Frame};
     use std::time::Duration;
 
     /// `test.S/Split` (server streaming: the request's bytes one by one)
@@ -2762,6 +2842,90 @@ mod tests {
             .filter_map(|r| r.frame.last_stream())
             .collect();
         assert_eq!(named, [0x7fff_ffff, 0, 0], "{received:?}");
+    }
+
+    /// A client that sends many calls at once and reads their answers
+    /// slowly is served in turn: once the answers held for its windows pass
+    /// the limit, the calls that come after wait with their requests (none
+    /// is refused), and run in order as it reads. A waiting call the client
+    /// resets is let go, one whose deadline passes ends DEADLINE_EXCEEDED,
+    /// and a stream of requests, whose messages would wait with it, is
+    /// refused meanwhile.
+    #[test]
+    fn calls_past_the_held_limit_wait_for_the_client_to_read() {
+        let mut router = Router::new();
+        router.add(Arc::new(Split));
+        let mut config = GrpcConfig::default();
+        config.h2.max_held_bytes = 150_000;
+        let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
+        let mut client = Client::new();
+        // Stream windows of nothing: every answer waits.
+        let mut input = Client::handshake(&[(0x4, 0)]);
+        let big = prost::Message::encode_to_vec(&b"B".to_vec());
+        for stream in [1, 3, 5, 7, 9] {
+            input.extend(client.request(stream, "/test.S/Echo", &big));
+        }
+        let now = Instant::now();
+        conn.recv(&input, now);
+        client.receive(conn.output()).unwrap();
+        let n = conn.output_len();
+        conn.advance_output(n);
+        // 1 and 3 ran (200,000 bytes held); 5, 7 and 9 wait.
+        assert_eq!(conn.parks, 3);
+        // Each answer: 100,000 bytes in a field (4 bytes of tag and length),
+        // framed (5).
+        assert_eq!(conn.h2().held_bytes(), 2 * 100_009);
+        assert_eq!(client.heard().blocks.len(), 2, "headers of 1 and 3 only");
+        assert!(client.heard().resets.is_empty());
+        // Meanwhile: 5 is reset, a call with a deadline waits, a stream of
+        // requests is refused.
+        let mut input = Frame::rst_stream(5, ErrorCode::CANCEL).to_bytes();
+        let deadline = client.request_block("/test.S/Echo", &[("grpc-timeout", "10m")]);
+        Frame::headers(11, &deadline, false).write(&mut input);
+        Frame::data(11, &pajamax_test_peer::grpc::message(&big), true).write(&mut input);
+        input.extend(client.request(13, "/test.S/Chat", &big));
+        conn.recv(&input, now);
+        client.receive(conn.output()).unwrap();
+        let n = conn.output_len();
+        conn.advance_output(n);
+        assert_eq!(conn.parks, 4);
+        assert_eq!(client.heard().resets, [(13, ErrorCode::REFUSED_STREAM)]);
+        let later = now + Duration::from_millis(20);
+        conn.handle_timeout(later);
+        client.receive(conn.output()).unwrap();
+        let n = conn.output_len();
+        conn.advance_output(n);
+        assert_eq!(client.heard().status(11), Some("4"));
+        // The client reads 1 and 3: 7 and 9 run, in order; 5 is gone.
+        let mut input = Frame::window_update(0, 1 << 24).to_bytes();
+        for stream in [1, 3] {
+            Frame::window_update(stream, 200_000).write(&mut input);
+        }
+        conn.recv(&input, later);
+        client.receive(conn.output()).unwrap();
+        let n = conn.output_len();
+        conn.advance_output(n);
+        assert_eq!(client.heard().status(1), Some("0"));
+        assert_eq!(client.heard().status(3), Some("0"));
+        let answered: Vec<u32> = client
+            .heard()
+            .blocks
+            .iter()
+            .map(|block| block.stream)
+            .filter(|&stream| stream == 7 || stream == 9)
+            .collect();
+        assert_eq!(answered, [7, 9], "headers of 7 then 9");
+        assert!(client.heard().status(5).is_none());
+        let mut input = Vec::new();
+        for stream in [7, 9] {
+            Frame::window_update(stream, 200_000).write(&mut input);
+        }
+        conn.recv(&input, later);
+        client.receive(conn.output()).unwrap();
+        assert_eq!(client.heard().status(7), Some("0"));
+        assert_eq!(client.heard().status(9), Some("0"));
+        assert_eq!(conn.open_calls(), 0);
+        assert_eq!(conn.buffered_request_bytes(), 0);
     }
 
     #[test]

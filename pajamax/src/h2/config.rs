@@ -37,10 +37,15 @@ pub struct Config {
     /// until some went out. A producer is held back by this, per stream.
     /// Default 64 KiB.
     pub stream_send_buffer: usize,
-    /// Response bytes that may wait for the peer's flow-control windows;
-    /// past it new streams are refused with REFUSED_STREAM until the peer
-    /// opens its windows (a zero-window or never-reading peer), and
-    /// producers on the worker are not pulled. Default 16 MiB.
+    /// Response bytes that may wait for the peer's flow-control windows
+    /// (a zero-window or never-reading peer, or one that asked for more
+    /// at once than its windows take); past it new unary and
+    /// server-streaming calls wait to run, their requests kept, until the
+    /// peer opens its windows, new client-streaming and bidirectional
+    /// calls are refused with REFUSED_STREAM, and producers on the worker
+    /// are not pulled. The codec counts the bytes
+    /// ([`Connection::held_bytes`](super::Connection::held_bytes)); the
+    /// gRPC layer holds calls back. Default 16 MiB.
     pub max_held_bytes: usize,
     /// Frames that make the server work without moving a request forward
     /// (PING, SETTINGS, PRIORITY, RST_STREAM, empty DATA or CONTINUATION,

@@ -246,7 +246,7 @@ impl Connection {
     }
 
     /// Response bytes held back because the peer's flow-control windows are
-    /// closed. New streams are refused while this exceeds
+    /// closed. The gRPC layer holds new calls back while this exceeds
     /// [`Config::max_held_bytes`].
     pub fn held_bytes(&self) -> usize {
         self.send_flow.held()
@@ -672,7 +672,6 @@ impl Connection {
         }
         if self.shutdown.goaway_sent()
             || self.streams.len() >= self.config.max_concurrent_streams as usize
-            || self.send_flow.held() > self.config.max_held_bytes
         {
             return Err(Error::Reset(id, Reason::REFUSED_STREAM));
         }

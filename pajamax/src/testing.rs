@@ -172,6 +172,7 @@ impl TestCall {
 
     /// A deadline `timeout` after each run starts (a request's
     /// `grpc-timeout`); with [`TestCall::deadline`] too, the sooner one.
+    /// One too long to count from the run's start sets none.
     pub fn timeout(mut self, timeout: Duration) -> TestCall {
         self.timeout = Some(timeout);
         self
@@ -391,9 +392,14 @@ impl Run {
             },
             inbox,
             signal,
-            deadline: match (call.deadline, call.timeout) {
-                (Some(deadline), Some(timeout)) => Some(deadline.min(Instant::now() + timeout)),
-                (deadline, timeout) => deadline.or_else(|| timeout.map(|t| Instant::now() + t)),
+            deadline: {
+                // A timeout too long to count from now is none, as a
+                // server takes a `grpc-timeout` past what it can count.
+                let timed = call.timeout.and_then(|t| Instant::now().checked_add(t));
+                match (call.deadline, timed) {
+                    (Some(deadline), Some(timed)) => Some(deadline.min(timed)),
+                    (deadline, timed) => deadline.or(timed),
+                }
             },
             cancel_after: call.cancel_after,
         }
@@ -820,6 +826,18 @@ mod tests {
         let soon = Instant::now() + Duration::from_millis(20);
         let answer = call.deadline(soon).unary(left);
         assert!(answer.messages[0] <= 20, "the sooner of the two");
+
+        // A timeout past what an instant can hold is no deadline.
+        let answer = TestCall::new()
+            .timeout(Duration::MAX)
+            .unary(|ctx| Ok(u32::from(ctx.deadline().is_none())));
+        assert_eq!(answer.messages, [1]);
+        let soon = Instant::now() + Duration::from_secs(60);
+        let answer = TestCall::new()
+            .deadline(soon)
+            .timeout(Duration::MAX)
+            .unary(|ctx| Ok(u32::from(ctx.deadline() == Some(soon))));
+        assert_eq!(answer.messages, [1]);
     }
 
     /// Counts down from `left`, one message every `every`; counts its

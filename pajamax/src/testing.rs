@@ -282,7 +282,11 @@ impl TestCall {
         F: FnOnce(&mut Context<'_>) -> Result<ClientStream<Req, Resp>, Status>,
         I: IntoIterator<Item = Req>,
     {
-        self.streamed(|ctx| handler(ctx).map(ClientStream::into_raw), requests)
+        self.streamed(
+            |ctx| handler(ctx).map(ClientStream::into_raw),
+            requests,
+            true,
+        )
     }
 
     /// Runs a bidirectional handler and gives it `requests`, then the end,
@@ -295,14 +299,20 @@ impl TestCall {
         F: FnOnce(&mut Context<'_>) -> Result<BidiStream<Req, Resp>, Status>,
         I: IntoIterator<Item = Req>,
     {
-        self.streamed(|ctx| handler(ctx).map(BidiStream::into_raw), requests)
+        self.streamed(
+            |ctx| handler(ctx).map(BidiStream::into_raw),
+            requests,
+            false,
+        )
     }
 
-    /// Runs a handler of a stream of requests, of either kind.
+    /// Runs a handler of a stream of requests, of either kind
+    /// (`client_streaming`: its `on_end` may defer the answer).
     fn streamed<Req, Resp>(
         &self,
         handler: impl FnOnce(&mut Context<'_>) -> Result<RawInbound, Status>,
         requests: impl IntoIterator<Item = Req>,
+        client_streaming: bool,
     ) -> Answer<Resp>
     where
         Req: prost::Message,
@@ -315,7 +325,7 @@ impl TestCall {
         let mut response = ResponseMetadata::default();
         let (result, remote) = run.call(self, &mut response, handler);
         match result {
-            Ok(stream) => run.inbound(self, stream.0, remote, response, requests),
+            Ok(stream) => run.inbound(self, stream.0, remote, response, requests, client_streaming),
             Err(status) => run.refused(response, remote, status),
         }
     }
@@ -413,16 +423,20 @@ impl Run {
         response: &mut ResponseMetadata,
         handler: impl FnOnce(&mut Context<'_>) -> Result<T, Status>,
     ) -> (Result<T, Status>, Option<Arc<Shared>>) {
-        let mut ctx = self.context(call, response);
+        let mut ctx = self.context(call, response, true);
         let result = handler(&mut ctx);
         let remote = ctx.take_remote();
         (result, remote)
     }
 
+    /// A context of the call's; with `remote` (where a server lets the
+    /// handler hand the call to another thread) `defer` and `channel`
+    /// reach the test, otherwise they go nowhere, as on a server.
     fn context<'a>(
         &'a self,
         call: &'a TestCall,
         response: &'a mut ResponseMetadata,
+        remote: bool,
     ) -> Context<'a> {
         Context::for_call(
             &call.metadata,
@@ -430,7 +444,7 @@ impl Run {
             call.peer,
             &NO_IDENTITY,
             response,
-            Some((&self.answer_to, STREAM)),
+            remote.then_some((&self.answer_to, STREAM)),
             false,
         )
     }
@@ -497,6 +511,7 @@ impl Run {
         remote: Option<Arc<Shared>>,
         response: ResponseMetadata,
         requests: impl IntoIterator<Item = Req>,
+        client_streaming: bool,
     ) -> Answer<Resp>
     where
         Req: prost::Message,
@@ -508,7 +523,7 @@ impl Run {
                     // A channel opened all the same goes nowhere.
                     shared.cancel(CancelReason::Ended);
                 }
-                self.on_worker(call, &mut *handler, response, requests)
+                self.on_worker(call, &mut *handler, response, requests, client_streaming)
             }
             (Inbound::Remote, Some(shared)) => {
                 let mut requests = requests.into_iter();
@@ -551,13 +566,16 @@ impl Run {
         }
     }
 
-    /// Hands each request to a handler on the worker, then the end.
+    /// Hands each request to a handler on the worker, then the end. As on
+    /// a server, only a client stream's `on_end` may hand the call to
+    /// another thread: a `defer` or `channel` elsewhere goes nowhere.
     fn on_worker<Req, Resp>(
         &self,
         call: &TestCall,
         handler: &mut dyn RawHandler,
         mut response: ResponseMetadata,
         requests: impl IntoIterator<Item = Req>,
+        client_streaming: bool,
     ) -> Answer<Resp>
     where
         Req: prost::Message,
@@ -574,7 +592,7 @@ impl Run {
                 break;
             }
             out.clear();
-            let mut ctx = self.context(call, &mut response);
+            let mut ctx = self.context(call, &mut response, false);
             let taken = handler.on_message(&mut ctx, &request.encode_to_vec(), &mut out);
             drop(ctx);
             headers_sent |= out.headers_now;
@@ -591,7 +609,7 @@ impl Run {
         }
         if result.is_ok() {
             out.clear();
-            let mut ctx = self.context(call, &mut response);
+            let mut ctx = self.context(call, &mut response, client_streaming);
             result = handler.on_end(&mut ctx, &mut out);
             let remote = ctx.take_remote();
             drop(ctx);
@@ -1244,6 +1262,62 @@ mod tests {
             heard.recv_timeout(Duration::from_secs(5)),
             Ok(CancelReason::Ended)
         );
+    }
+
+    /// As on a server, only a client stream's `on_end` hands the call to
+    /// another thread: a `defer` in an `on_message`, or in a bidirectional
+    /// call's `on_end`, goes nowhere.
+    #[test]
+    fn only_the_end_of_a_client_stream_defers() {
+        struct DefersEach;
+        impl ClientStreamHandler<u32, u64> for DefersEach {
+            fn on_message(&mut self, ctx: &mut Context<'_>, n: u32) -> Result<(), Status> {
+                ctx.defer().respond(Ok(u64::from(n)));
+                Ok(())
+            }
+
+            fn on_end(&mut self, ctx: &mut Context<'_>) -> Result<u64, Status> {
+                let responder = ctx.defer();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(20));
+                    responder.respond(Ok(100u64));
+                });
+                Ok(0)
+            }
+        }
+        let answer = ends(|| {
+            TestCall::new().client_stream(|_| Ok(ClientStream::on_worker(DefersEach)), [1, 2])
+        });
+        assert_eq!(answer.messages, [100]);
+        assert!(answer.result.is_ok());
+
+        struct DefersAtTheEnd;
+        impl BidiHandler<u32, u32> for DefersAtTheEnd {
+            fn on_message(
+                &mut self,
+                _ctx: &mut Context<'_>,
+                n: u32,
+                responses: &mut Responses<'_, u32>,
+            ) -> Result<(), Status> {
+                responses.send(&n);
+                Ok(())
+            }
+
+            fn on_end(
+                &mut self,
+                ctx: &mut Context<'_>,
+                responses: &mut Responses<'_, u32>,
+            ) -> Result<(), Status> {
+                let responder = ctx.defer();
+                std::thread::spawn(move || drop(responder));
+                responses.send(&7);
+                Ok(())
+            }
+        }
+        let answer =
+            ends(|| TestCall::new().bidi(|_| Ok(BidiStream::on_worker(DefersAtTheEnd)), [1, 2]));
+        assert_eq!(answer.messages, [1, 2, 7]);
+        assert!(answer.result.is_ok());
     }
 
     /// Runs `f` on a thread of its own; fails the test if it has not ended

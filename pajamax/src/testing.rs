@@ -101,7 +101,7 @@ const OFFERS_AT_ONCE: usize = 1024;
 /// assert_eq!(answer.messages, ["alice"]);
 /// assert_eq!(answer.trailers.get("x-seen"), Some("alice"));
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct TestCall {
     metadata: Metadata,
     deadline: Option<Instant>,
@@ -111,7 +111,7 @@ pub struct TestCall {
 }
 
 /// What a call sent back.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Answer<M> {
     /// The response headers' metadata. Empty for a trailers-only answer
     /// (no message, and no headers sent on their own): its metadata, the
@@ -842,8 +842,12 @@ mod tests {
         assert!(answer.result.is_ok());
         assert!(answer.messages[0] > 30, "{:?}", answer.messages);
         let soon = Instant::now() + Duration::from_millis(20);
-        let answer = call.deadline(soon).unary(left);
+        let answer = call.clone().deadline(soon).unary(left);
         assert!(answer.messages[0] <= 20, "the sooner of the two");
+        // The call kept as it was: its timeout alone.
+        let again = call.unary(left);
+        assert!(again.messages[0] > 30, "{:?}", again.messages);
+        assert_eq!(again.clone(), again);
 
         // A timeout past what an instant can hold is no deadline.
         let answer = TestCall::new()

@@ -25,7 +25,7 @@ pub(super) struct LentState {
     pub(super) waiting: VecDeque<Weak<Shared>>,
     /// The length at which `waiting` is rid of sinks that are gone: calls
     /// that end while their sinks wait do not pile up.
-    pub(super) prune_at: usize,
+    prune_at: usize,
     /// Sinks taken off `waiting` and woken that have not come for the
     /// credit yet: still waiting, as far as [`Lent::try_take`] goes.
     pub(super) woken: usize,

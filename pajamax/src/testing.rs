@@ -67,9 +67,10 @@ const STREAM: u32 = 1;
 /// only bounds one message's wait.
 const CREDIT: usize = 64 * 1024;
 
-/// Request bytes of the connection's calls queued for threads: no limit,
-/// the call's own queue holds them back.
-const UNBOUNDED: usize = 1 << 40;
+/// No limit on the request bytes of the connection's calls queued for
+/// threads (the call's own queue holds them back), nor on the answer bytes
+/// its sinks have on their way (each stream's credit holds them back).
+const UNBOUNDED: usize = usize::MAX;
 
 /// Request bytes queued for a thread before the test waits for it to take
 /// some (at least one message is queued, whatever its size).

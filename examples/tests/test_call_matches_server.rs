@@ -213,12 +213,12 @@ where
     read_stream(client.streaming(r, path, codec).await).await
 }
 
-/// The same messages, status and metadata. tonic merges a unary answer's
-/// trailers into its headers, and gives a trailers-only answer's metadata
-/// as headers when its status is OK: the metadata is compared as a whole,
-/// and a trailers-only error has no headers on either side.
 /// Checks that `TestCall` (`t`) and the server with tonic's client (`w`)
-/// agree on `what`.
+/// agree on `what`: the same messages, status and metadata. tonic merges
+/// a unary answer's trailers into its headers, and gives a trailers-only
+/// answer's metadata as headers when its status is OK: the metadata is
+/// compared as a whole, and a trailers-only error has no headers on
+/// either side.
 fn compare<M: PartialEq + Debug>(what: &str, t: &Seen<M>, w: &Seen<M>) {
     assert_eq!(t.messages, w.messages, "{what}");
     assert_eq!((t.code, &t.message), (w.code, &w.message), "{what}");

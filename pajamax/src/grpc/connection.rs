@@ -584,6 +584,10 @@ impl GrpcConnection {
             // the calls, whatever the batch held.
             events.clear();
             self.end_all_calls();
+        } else if !self.parked.is_empty() {
+            // The read's WINDOW_UPDATEs and resets have let held answers
+            // go: the calls that waited for that run before its new ones.
+            self.run_parked();
         }
         let mut bodies = BodiesAhead::default();
         for (at, event) in events.iter().enumerate() {
@@ -1233,8 +1237,9 @@ impl GrpcConnection {
         self.keep(stream, call);
     }
 
-    /// Runs the parked calls, in order, while the held answers are below
-    /// the limit; a call reset or ended meanwhile is gone from the table.
+    /// Runs the parked calls, in order, while the held answers are within
+    /// the limit; a call reset or ended meanwhile is gone from the table,
+    /// or (reset in the read under way) is let go.
     #[cold]
     #[inline(never)]
     fn run_parked(&mut self) {
@@ -1243,6 +1248,11 @@ impl GrpcConnection {
                 return;
             };
             if let Some(call) = self.take_call(stream) {
+                if !self.h2.is_stream_open(stream) {
+                    // Reset in the read under way, its event still to come.
+                    self.end_cancelled(call, CancelReason::Cancelled);
+                    continue;
+                }
                 self.finish_collecting(stream, call);
             }
         }
@@ -2924,6 +2934,58 @@ mod tests {
         client.receive(conn.output()).unwrap();
         assert_eq!(client.heard().status(7), Some("0"));
         assert_eq!(client.heard().status(9), Some("0"));
+        assert_eq!(conn.open_calls(), 0);
+        assert_eq!(conn.buffered_request_bytes(), 0);
+    }
+
+    /// A call that waits for the client to read runs before the calls that
+    /// come after it, even those that come in the read that lets it run: a
+    /// client whose every read both opens its windows and sends a new call
+    /// would otherwise have the new calls served and the waiting one wait
+    /// for good.
+    #[test]
+    fn a_waiting_call_runs_before_calls_that_come_with_the_windows_it_waits_for() {
+        let mut router = Router::new();
+        router.add(Arc::new(Split));
+        let mut config = GrpcConfig::default();
+        config.h2.max_held_bytes = 150_000;
+        let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
+        let mut client = Client::new();
+        let mut input = Client::handshake(&[(0x4, 0)]);
+        Frame::window_update(0, 1 << 30).write(&mut input);
+        let big = prost::Message::encode_to_vec(&b"B".to_vec());
+        // 1 and 3 run (200,018 bytes held), 5 waits.
+        for stream in [1, 3, 5] {
+            input.extend(client.request(stream, "/test.S/Echo", &big));
+        }
+        let now = Instant::now();
+        conn.recv(&input, now);
+        hear(&mut conn, &mut client);
+        assert_eq!(conn.parks, 1);
+        // Each read lets one answer out and brings a new call.
+        for (read, (opened, new)) in [(1, 7), (3, 9), (7, 11)].into_iter().enumerate() {
+            let mut input = Frame::window_update(opened, 200_000).to_bytes();
+            input.extend(client.request(new, "/test.S/Echo", &big));
+            conn.recv(&input, now);
+            hear(&mut conn, &mut client);
+            let heads: Vec<u32> = client
+                .heard()
+                .blocks
+                .iter()
+                .map(|block| block.stream)
+                .filter(|&stream| stream > 3)
+                .collect();
+            assert_eq!(heads.first(), Some(&5), "read {read}: {heads:?}");
+        }
+        // 11 waits; a read that resets it and lets 5 out does not run it.
+        conn.take_answered();
+        let mut input = Frame::rst_stream(11, ErrorCode::CANCEL).to_bytes();
+        Frame::window_update(5, 200_000).write(&mut input);
+        conn.recv(&input, now);
+        hear(&mut conn, &mut client);
+        assert_eq!(client.heard().status(5), Some("0"));
+        assert!(client.heard().blocks.iter().all(|block| block.stream != 11));
+        assert_eq!(conn.take_answered(), 0, "11's handler did not run");
         assert_eq!(conn.open_calls(), 0);
         assert_eq!(conn.buffered_request_bytes(), 0);
     }

@@ -1229,6 +1229,13 @@ impl GrpcConnection {
         call.inbound.extend(message);
         call.recv_done = true;
         self.buffered += framed;
+        if self.parked.len() > 2 * self.calls.len() {
+            // Calls that ended while they waited (their deadline passed,
+            // the client reset them) left their stream here; while the
+            // client does not read, none is taken out.
+            let calls = &self.calls;
+            self.parked.retain(|&stream| calls.contains_key(stream));
+        }
         self.parked.push_back(stream);
         #[cfg(test)]
         {
@@ -2987,6 +2994,57 @@ mod tests {
         assert!(client.heard().blocks.iter().all(|block| block.stream != 11));
         assert_eq!(conn.take_answered(), 0, "11's handler did not run");
         assert_eq!(conn.open_calls(), 0);
+        assert_eq!(conn.buffered_request_bytes(), 0);
+    }
+
+    /// Calls that end while they wait for the client to read (their
+    /// deadline passes, or the client resets them) leave no trace: a client
+    /// that never reads and sends call after call with a short deadline
+    /// does not grow the list of waiting calls without end.
+    #[test]
+    fn calls_that_end_while_waiting_do_not_pile_up() {
+        let mut router = Router::new();
+        router.add(Arc::new(Split));
+        let mut config = GrpcConfig::default();
+        config.h2.max_held_bytes = 150_000;
+        let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
+        let mut client = Client::new();
+        let mut input = Client::handshake(&[(0x4, 0)]);
+        let big = prost::Message::encode_to_vec(&b"B".to_vec());
+        for stream in [1, 3] {
+            input.extend(client.request(stream, "/test.S/Echo", &big));
+        }
+        let mut now = Instant::now();
+        conn.recv(&input, now);
+        hear(&mut conn, &mut client);
+        let small = prost::Message::encode_to_vec(&b"s".to_vec());
+        let body = pajamax_test_peer::grpc::message(&small);
+        let mut stream = 5;
+        for round in 0..100 {
+            let mut input = Vec::new();
+            for _ in 0..10 {
+                let block = client.request_block("/test.S/Echo", &[("grpc-timeout", "1m")]);
+                Frame::headers(stream, &block, false).write(&mut input);
+                Frame::data(stream, &body, true).write(&mut input);
+                stream += 2;
+            }
+            // One in ten is reset instead.
+            Frame::rst_stream(stream - 2, ErrorCode::CANCEL).write(&mut input);
+            conn.recv(&input, now);
+            now += Duration::from_millis(2);
+            conn.handle_timeout(now);
+            hear(&mut conn, &mut client);
+            assert_eq!(conn.open_calls(), 0, "round {round}");
+            assert!(
+                conn.parked.len() <= 20,
+                "round {round}: {}",
+                conn.parked.len()
+            );
+        }
+        // The reset ones never ran nor waited: reset in the read that
+        // opened them.
+        assert_eq!(conn.parks, 900);
+        assert_eq!(client.heard().status(stream - 4), Some("4"));
         assert_eq!(conn.buffered_request_bytes(), 0);
     }
 

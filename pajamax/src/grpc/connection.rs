@@ -584,10 +584,6 @@ impl GrpcConnection {
             // the calls, whatever the batch held.
             events.clear();
             self.end_all_calls();
-        } else if !self.parked.is_empty() {
-            // The read's WINDOW_UPDATEs and resets have let held answers
-            // go: the calls that waited for that run before its new ones.
-            self.run_parked();
         }
         let mut bodies = BodiesAhead::default();
         for (at, event) in events.iter().enumerate() {
@@ -1170,7 +1166,7 @@ impl GrpcConnection {
         if self.started_too_late(stream, route, call.deadline, request) {
             return self.recycle(call);
         }
-        if self.crowded() {
+        if self.crowded() || !self.parked.is_empty() {
             return self.park(stream, call, message);
         }
         match route.kind {
@@ -1193,7 +1189,8 @@ impl GrpcConnection {
         if self.started_too_late(stream, route, waiting.deadline(self.epoch), request) {
             return;
         }
-        if self.crowded() {
+        if self.crowded() || !self.parked.is_empty() {
+            // Behind the calls that wait already.
             let call = self.resume(waiting);
             return self.park(stream, call, message);
         }
@@ -1250,9 +1247,13 @@ impl GrpcConnection {
     #[cold]
     #[inline(never)]
     fn run_parked(&mut self) {
+        // Taken out while they run, so that none waits behind the others
+        // again; calls parked meanwhile (the limit reached again) go after
+        // those still waiting.
+        let mut parked = std::mem::take(&mut self.parked);
         while !self.crowded() {
-            let Some(stream) = self.parked.pop_front() else {
-                return;
+            let Some(stream) = parked.pop_front() else {
+                break;
             };
             if let Some(call) = self.take_call(stream) {
                 if !self.h2.is_stream_open(stream) {
@@ -1263,6 +1264,8 @@ impl GrpcConnection {
                 self.finish_collecting(stream, call);
             }
         }
+        parked.append(&mut self.parked);
+        self.parked = parked;
     }
 
     fn run_unary(&mut self, stream: u32, running: Running, route: Route, message: &[u8]) {

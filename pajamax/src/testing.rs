@@ -544,7 +544,7 @@ impl Run {
                         let message = match refused.take() {
                             Some(message) => message,
                             None => match requests.next() {
-                                Some(request) => framed(&request),
+                                Some(request) => framing::framed(&request),
                                 None => {
                                     shared.end_incoming(None);
                                     ended = true;
@@ -748,13 +748,6 @@ impl Run {
                 .0;
         }
     }
-}
-
-/// A message with its 5-byte prefix, as the server receives it.
-fn framed<M: prost::Message>(message: &M) -> Vec<u8> {
-    let mut out = Vec::new();
-    framing::encode(message, &mut out);
-    out
 }
 
 /// The messages framed one after the other in `bytes`.

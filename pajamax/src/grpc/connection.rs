@@ -1221,8 +1221,7 @@ impl GrpcConnection {
             return self.refuse(stream, call, &status);
         }
         call.inbound.clear();
-        call.inbound.extend(&[0]);
-        call.inbound.extend(&(message.len() as u32).to_be_bytes());
+        call.inbound.extend(&framing::prefix(message.len()));
         call.inbound.extend(message);
         call.recv_done = true;
         self.buffered += framed;

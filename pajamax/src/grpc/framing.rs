@@ -8,6 +8,21 @@ use std::ops::Range;
 /// Length of the prefix: the compressed flag and the length.
 pub(crate) const PREFIX_LEN: usize = 5;
 
+/// The prefix of an uncompressed message of `len` bytes.
+pub(crate) fn prefix(len: usize) -> [u8; PREFIX_LEN] {
+    let [a, b, c, d] = (len as u32).to_be_bytes();
+    [0, a, b, c, d]
+}
+
+/// `message` with its prefix, in a buffer of its own of just that size.
+pub(crate) fn framed<M: prost::Message>(message: &M) -> Vec<u8> {
+    let len = message.encoded_len();
+    let mut buf = Vec::with_capacity(PREFIX_LEN + len);
+    buf.extend_from_slice(&prefix(len));
+    message.encode_raw(&mut buf);
+    buf
+}
+
 /// The total length (prefix included) of the message that `buf` starts
 /// with, once its prefix is there.
 pub(crate) fn message_len(buf: &[u8]) -> Option<usize> {

@@ -35,7 +35,6 @@ pub(crate) use shared::{Shared, Target};
 pub use sink::Sink;
 pub use streaming::Streaming;
 
-use crate::grpc::framing;
 use crate::grpc::metadata::Metadata;
 use crate::grpc::status::Status;
 use std::sync::{Mutex, MutexGuard};
@@ -75,14 +74,4 @@ pub(crate) enum Part {
 /// Locks `mutex`, whatever a thread that panicked holding it left.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Frames `message` with its 5-byte prefix into a buffer of its own.
-fn framed<M: prost::Message>(message: &M) -> Vec<u8> {
-    let len = message.encoded_len();
-    let mut buf = Vec::with_capacity(framing::PREFIX_LEN + len);
-    buf.push(0);
-    buf.extend_from_slice(&(len as u32).to_be_bytes());
-    message.encode_raw(&mut buf);
-    buf
 }

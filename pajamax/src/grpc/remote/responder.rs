@@ -1,6 +1,7 @@
 //! The answer of a unary or client-streaming call, from another thread.
 
-use super::{framed, Part, Shared};
+use super::{Part, Shared};
+use crate::grpc::framing::framed;
 use crate::grpc::metadata::Metadata;
 use crate::grpc::status::Status;
 use std::fmt;

@@ -1,7 +1,7 @@
 //! The messages of a streamed answer, from another thread.
 
-use super::{framed, CancelReason, Cancelled, Part, Shared, TrySendError};
-use crate::grpc::framing;
+use super::{CancelReason, Cancelled, Part, Shared, TrySendError};
+use crate::grpc::framing::{self, framed};
 use crate::grpc::metadata::Metadata;
 use crate::grpc::status::Status;
 use std::fmt;

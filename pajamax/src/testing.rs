@@ -201,12 +201,15 @@ impl TestCall {
         M: prost::Message + Default,
         F: FnOnce(&mut Context<'_>) -> Result<M, Status>,
     {
-        let run = Run::new(self);
-        if let Some(answer) = run.expired() {
-            return answer;
-        }
-        let mut response = ResponseMetadata::default();
-        let (result, remote) = run.call(self, &mut response, handler);
+        let Begun {
+            run,
+            response,
+            result,
+            remote,
+        } = match self.begin(handler) {
+            Ok(begun) => begun,
+            Err(expired) => return *expired,
+        };
         if let Some(shared) = remote {
             return run.collect(&shared, Answer::new());
         }
@@ -231,42 +234,37 @@ impl TestCall {
         M: prost::Message + Default + 'static,
         F: FnOnce(&mut Context<'_>) -> Result<ServerStream<M>, Status>,
     {
-        let run = Run::new(self);
-        if let Some(answer) = run.expired() {
-            return answer;
-        }
-        let mut response = ResponseMetadata::default();
-        let (result, remote) = run.call(self, &mut response, handler);
+        let Begun {
+            run,
+            response,
+            result,
+            remote,
+        } = match self.begin(handler) {
+            Ok(begun) => begun,
+            Err(expired) => return *expired,
+        };
         let stream = match result {
             Ok(stream) => stream,
             Err(status) => return run.refused(response, remote, status),
         };
         match (stream.into_raw().0, remote) {
             (Production::Local(mut producer), remote) => {
-                // A channel opened all the same goes nowhere: its thread
-                // sees the call ended, as on a server.
-                if let Some(shared) = remote {
-                    shared.cancel(CancelReason::Ended);
-                }
+                end_unused(remote);
                 let mut answer = Answer::from_metadata(response);
                 let mut out = Vec::new();
-                loop {
+                answer.result = loop {
                     if let Some(end) = run.stop(&answer) {
-                        answer.result = Err(end);
-                        let sent = !answer.messages.is_empty();
-                        return answer.sent_headers(sent);
+                        break Err(end);
                     }
                     out.clear();
                     match producer.next(Instant::now(), &mut out, false) {
                         RawNext::Message => answer.messages.extend(decode_all::<M>(&out)),
                         RawNext::Wait(until) => run.sleep_until(until),
-                        RawNext::End(result) => {
-                            answer.result = result;
-                            let sent = !answer.messages.is_empty();
-                            return answer.sent_headers(sent);
-                        }
+                        RawNext::End(result) => break result,
                     }
-                }
+                };
+                let sent = !answer.messages.is_empty();
+                answer.sent_headers(sent)
             }
             (Production::Remote, Some(shared)) => run.collect(&shared, Answer::new()),
             (Production::Remote, None) => panic!("{OTHER_CONTEXT}"),
@@ -319,16 +317,64 @@ impl TestCall {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        let run = Run::new(self);
-        if let Some(answer) = run.expired() {
-            return answer;
-        }
-        let mut response = ResponseMetadata::default();
-        let (result, remote) = run.call(self, &mut response, handler);
+        let Begun {
+            run,
+            response,
+            result,
+            remote,
+        } = match self.begin(handler) {
+            Ok(begun) => begun,
+            Err(expired) => return *expired,
+        };
         match result {
             Ok(stream) => run.inbound(self, stream.0, remote, response, requests, client_streaming),
             Err(status) => run.refused(response, remote, status),
         }
+    }
+}
+
+impl TestCall {
+    /// Starts a run: calls `handler` with a context of the call's, unless
+    /// the call's deadline has passed already (then its answer, as a
+    /// server gives it without running the handler).
+    fn begin<T, M>(
+        &self,
+        handler: impl FnOnce(&mut Context<'_>) -> Result<T, Status>,
+    ) -> Result<Begun<T>, Box<Answer<M>>> {
+        let run = Run::new(self);
+        if let Some(answer) = run.expired() {
+            return Err(Box::new(answer));
+        }
+        let mut response = ResponseMetadata::default();
+        let mut ctx = run.context(self, &mut response, true);
+        let result = handler(&mut ctx);
+        let remote = ctx.take_remote();
+        drop(ctx);
+        Ok(Begun {
+            run,
+            response,
+            result,
+            remote,
+        })
+    }
+}
+
+/// A handler called: the run it is in, the metadata it set, what it
+/// returned, and the call's state shared with another thread, if it sent
+/// the call to one.
+struct Begun<T> {
+    run: Run,
+    response: ResponseMetadata,
+    result: Result<T, Status>,
+    remote: Option<Arc<Shared>>,
+}
+
+/// Ends a call's state shared with another thread that the answer does
+/// not go through (a channel opened all the same, or a call refused): its
+/// thread sees the call ended, as on a server.
+fn end_unused(remote: Option<Arc<Shared>>) {
+    if let Some(shared) = remote {
+        shared.cancel(CancelReason::Ended);
     }
 }
 
@@ -416,20 +462,6 @@ impl Run {
         }
     }
 
-    /// Calls `handler` with a context of the call's; the call's state
-    /// shared with another thread, if the handler sent it to one.
-    fn call<T>(
-        &self,
-        call: &TestCall,
-        response: &mut ResponseMetadata,
-        handler: impl FnOnce(&mut Context<'_>) -> Result<T, Status>,
-    ) -> (Result<T, Status>, Option<Arc<Shared>>) {
-        let mut ctx = self.context(call, response, true);
-        let result = handler(&mut ctx);
-        let remote = ctx.take_remote();
-        (result, remote)
-    }
-
     /// A context of the call's; with `remote` (where a server lets the
     /// handler hand the call to another thread) `defer` and `channel`
     /// reach the test, otherwise they go nowhere, as on a server.
@@ -458,9 +490,7 @@ impl Run {
         remote: Option<Arc<Shared>>,
         status: Status,
     ) -> Answer<M> {
-        if let Some(shared) = remote {
-            shared.cancel(CancelReason::Ended);
-        }
+        end_unused(remote);
         Answer {
             result: Err(status),
             ..Answer::from_metadata(response).trailers_only()
@@ -520,10 +550,7 @@ impl Run {
     {
         match (inbound, remote) {
             (Inbound::Local(mut handler), remote) => {
-                if let Some(shared) = remote {
-                    // A channel opened all the same goes nowhere.
-                    shared.cancel(CancelReason::Ended);
-                }
+                end_unused(remote);
                 self.on_worker(call, &mut *handler, response, requests, client_streaming)
             }
             (Inbound::Remote, Some(shared)) => {

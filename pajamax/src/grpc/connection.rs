@@ -2872,23 +2872,14 @@ mod tests {
     /// refused meanwhile.
     #[test]
     fn calls_past_the_held_limit_wait_for_the_client_to_read() {
-        let mut router = Router::new();
-        router.add(Arc::new(Split));
-        let mut config = GrpcConfig::default();
-        config.h2.max_held_bytes = 150_000;
-        let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
-        let mut client = Client::new();
-        // Stream windows of nothing: every answer waits.
-        let mut input = Client::handshake(&[(0x4, 0)]);
-        let big = prost::Message::encode_to_vec(&b"B".to_vec());
+        let (mut conn, mut client, mut input) = held_past_two_answers();
+        let big = big_answer();
         for stream in [1, 3, 5, 7, 9] {
             input.extend(client.request(stream, "/test.S/Echo", &big));
         }
         let now = Instant::now();
         conn.recv(&input, now);
-        client.receive(conn.output()).unwrap();
-        let n = conn.output_len();
-        conn.advance_output(n);
+        hear(&mut conn, &mut client);
         // 1 and 3 ran (200,000 bytes held); 5, 7 and 9 wait.
         assert_eq!(conn.parks, 3);
         // Each answer: 100,000 bytes in a field (4 bytes of tag and length),
@@ -2904,16 +2895,12 @@ mod tests {
         Frame::data(11, &pajamax_test_peer::grpc::message(&big), true).write(&mut input);
         input.extend(client.request(13, "/test.S/Chat", &big));
         conn.recv(&input, now);
-        client.receive(conn.output()).unwrap();
-        let n = conn.output_len();
-        conn.advance_output(n);
+        hear(&mut conn, &mut client);
         assert_eq!(conn.parks, 4);
         assert_eq!(client.heard().resets, [(13, ErrorCode::REFUSED_STREAM)]);
         let later = now + Duration::from_millis(20);
         conn.handle_timeout(later);
-        client.receive(conn.output()).unwrap();
-        let n = conn.output_len();
-        conn.advance_output(n);
+        hear(&mut conn, &mut client);
         assert_eq!(client.heard().status(11), Some("4"));
         // The client reads 1 and 3: 7 and 9 run, in order; 5 is gone.
         let mut input = Frame::window_update(0, 1 << 24).to_bytes();
@@ -2921,9 +2908,7 @@ mod tests {
             Frame::window_update(stream, 200_000).write(&mut input);
         }
         conn.recv(&input, later);
-        client.receive(conn.output()).unwrap();
-        let n = conn.output_len();
-        conn.advance_output(n);
+        hear(&mut conn, &mut client);
         assert_eq!(client.heard().status(1), Some("0"));
         assert_eq!(client.heard().status(3), Some("0"));
         let answered: Vec<u32> = client
@@ -2954,15 +2939,9 @@ mod tests {
     /// for good.
     #[test]
     fn a_waiting_call_runs_before_calls_that_come_with_the_windows_it_waits_for() {
-        let mut router = Router::new();
-        router.add(Arc::new(Split));
-        let mut config = GrpcConfig::default();
-        config.h2.max_held_bytes = 150_000;
-        let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
-        let mut client = Client::new();
-        let mut input = Client::handshake(&[(0x4, 0)]);
+        let (mut conn, mut client, mut input) = held_past_two_answers();
+        let big = big_answer();
         Frame::window_update(0, 1 << 30).write(&mut input);
-        let big = prost::Message::encode_to_vec(&b"B".to_vec());
         // 1 and 3 run (200,018 bytes held), 5 waits.
         for stream in [1, 3, 5] {
             input.extend(client.request(stream, "/test.S/Echo", &big));
@@ -3005,14 +2984,8 @@ mod tests {
     /// does not grow the list of waiting calls without end.
     #[test]
     fn calls_that_end_while_waiting_do_not_pile_up() {
-        let mut router = Router::new();
-        router.add(Arc::new(Split));
-        let mut config = GrpcConfig::default();
-        config.h2.max_held_bytes = 150_000;
-        let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
-        let mut client = Client::new();
-        let mut input = Client::handshake(&[(0x4, 0)]);
-        let big = prost::Message::encode_to_vec(&b"B".to_vec());
+        let (mut conn, mut client, mut input) = held_past_two_answers();
+        let big = big_answer();
         for stream in [1, 3] {
             input.extend(client.request(stream, "/test.S/Echo", &big));
         }
@@ -3201,6 +3174,24 @@ mod tests {
             .collect();
             assert!(frames.iter().any(|f| f.header().kind == 7), "a GOAWAY");
         }
+    }
+
+    /// A connection whose answers may hold 150,000 bytes for the client's
+    /// windows before new calls wait (two answers of [`big_answer`]), its
+    /// client, and the client's first bytes: a handshake that gives every
+    /// stream a window of nothing, so that every answer waits.
+    fn held_past_two_answers() -> (GrpcConnection, Client, Vec<u8>) {
+        let mut router = Router::new();
+        router.add(Arc::new(Split));
+        let mut config = GrpcConfig::default();
+        config.h2.max_held_bytes = 150_000;
+        let conn = GrpcConnection::new(Arc::new(router), &config, None);
+        (conn, Client::new(), Client::handshake(&[(0x4, 0)]))
+    }
+
+    /// The request of an `Echo` answered with 100,000 bytes.
+    fn big_answer() -> Vec<u8> {
+        prost::Message::encode_to_vec(&b"B".to_vec())
     }
 
     /// Writes out what `conn` has to send, into what `client` heard.

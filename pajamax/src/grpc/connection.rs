@@ -1166,7 +1166,7 @@ impl GrpcConnection {
         if self.started_too_late(stream, route, call.deadline, request) {
             return self.recycle(call);
         }
-        if self.crowded() || !self.parked.is_empty() {
+        if self.waits_to_run() {
             return self.park(stream, call, message);
         }
         match route.kind {
@@ -1189,7 +1189,7 @@ impl GrpcConnection {
         if self.started_too_late(stream, route, waiting.deadline(self.epoch), request) {
             return;
         }
-        if self.crowded() || !self.parked.is_empty() {
+        if self.waits_to_run() {
             // Behind the calls that wait already.
             let call = self.resume(waiting);
             return self.park(stream, call, message);
@@ -1204,6 +1204,14 @@ impl GrpcConnection {
     #[inline(always)]
     fn crowded(&self) -> bool {
         self.h2.held_bytes() > self.max_held
+    }
+
+    /// Whether a call ready to run waits instead: the connection is
+    /// [`crowded`](GrpcConnection::crowded), or other calls wait already
+    /// (it goes behind them).
+    #[inline(always)]
+    fn waits_to_run(&self) -> bool {
+        self.crowded() || !self.parked.is_empty()
     }
 
     /// Keeps a call whose request `message` is complete until the client
@@ -1241,8 +1249,7 @@ impl GrpcConnection {
     }
 
     /// Runs the parked calls, in order, while the held answers are within
-    /// the limit; a call reset or ended meanwhile is gone from the table,
-    /// or (reset in the read under way) is let go.
+    /// the limit; a call reset or ended meanwhile is gone from the table.
     #[cold]
     #[inline(never)]
     fn run_parked(&mut self) {
@@ -1254,12 +1261,9 @@ impl GrpcConnection {
             let Some(stream) = parked.pop_front() else {
                 break;
             };
+            // Gone if it ended meanwhile (reset, deadline): this runs after
+            // a read's events, so a reset in that read was seen.
             if let Some(call) = self.take_call(stream) {
-                if !self.h2.is_stream_open(stream) {
-                    // Reset in the read under way, its event still to come.
-                    self.end_cancelled(call, CancelReason::Cancelled);
-                    continue;
-                }
                 self.finish_collecting(stream, call);
             }
         }

@@ -327,5 +327,21 @@ mod tests {
         let chat = call.bidi(|_| guide.route_chat(), [note("a"), note("b"), note("c")]);
         let said: Vec<_> = chat.messages.iter().map(|n| n.message.as_str()).collect();
         assert_eq!(said, ["a", "a", "b"]);
+
+        // A ping-pong: each note says how many it heard back for the last.
+        let guide = RouteGuideService::new();
+        let mut chat = TestCall::new().open_bidi(|_| guide.route_chat());
+        let mut heard = 0;
+        for _ in 0..4 {
+            assert!(chat.send(note(&heard.to_string())));
+            heard = std::iter::from_fn(|| chat.recv()).count();
+        }
+        // Each note brings back all those before it: 0, 1, 2, then 3
+        // ("0", "0", "1", "2" sent).
+        assert_eq!(heard, 3);
+        let answer = chat.finish();
+        let said: Vec<_> = answer.messages.iter().map(|n| n.message.as_str()).collect();
+        assert_eq!(said, ["0", "0", "0", "0", "0", "1"]);
+        assert!(answer.result.is_ok());
     }
 }

@@ -41,7 +41,12 @@
 //! `Streaming` makes room for them, while its answer comes back, and no
 //! more once the call has ended: an endless iterator does for a client
 //! that sends until the call ends. The iterator runs on the test's thread:
-//! a deadline that passes while it blocks is seen once it returns.
+//! a deadline that passes while it blocks is seen once it returns. A
+//! ping-pong, whose next request depends on the answers so far, opens the
+//! call instead and drives it a message at a time ([`TestCall::open_bidi`],
+//! [`BidiCall`]).
+
+mod open;
 
 use crate::grpc::context::{AnswerTo, Context, ResponseMetadata, NO_IDENTITY};
 use crate::grpc::framing;
@@ -52,6 +57,7 @@ use crate::grpc::streaming::{
     BidiStream, ClientStream, Inbound, Outgoing, Production, RawHandler, RawInbound, RawNext,
     ServerStream,
 };
+pub use open::BidiCall;
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -683,70 +689,97 @@ impl Run {
         mut answer: Answer<M>,
         feed: &mut dyn FnMut(&Shared) -> bool,
     ) -> Answer<M> {
-        let mut parts = Vec::new();
         loop {
             if let Some(end) = self.stop(&answer) {
-                let reason = if end.code() == crate::Code::DeadlineExceeded {
-                    CancelReason::DeadlineExceeded
-                } else {
-                    CancelReason::Cancelled
-                };
-                shared.cancel(reason);
-                answer.result = Err(end);
+                self.end_early(shared, &mut answer, end);
                 return answer;
             }
-            *self
-                .signal
-                .arrived
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = false;
+            self.expect_parts();
             let more = feed(shared);
-            parts.clear();
-            self.inbox.drain(&mut parts);
-            for Delivery { part, .. } in parts.drain(..) {
-                match part {
-                    Part::Headers(headers) => answer.headers = headers,
-                    Part::Message(bytes) => {
-                        shared.return_credit(bytes.len());
-                        answer.messages.extend(decode_all::<M>(&bytes));
-                        if self.stop(&answer).is_some() {
-                            break;
-                        }
-                    }
-                    Part::Finish { status, trailers } => {
-                        answer.result = status.map_or(Ok(()), Err);
-                        answer.trailers = trailers;
-                        shared.cancel(CancelReason::Ended);
-                        return answer;
-                    }
-                    Part::Answer {
-                        result,
-                        headers,
-                        trailers,
-                    } => {
-                        answer.headers = headers;
-                        answer.trailers = trailers;
-                        shared.cancel(CancelReason::Ended);
-                        return match result {
-                            Ok(bytes) => {
-                                answer.messages.extend(decode_all::<M>(&bytes));
-                                answer
-                            }
-                            Err(status) => {
-                                answer.result = Err(status);
-                                let sent = !answer.messages.is_empty();
-                                answer.sent_headers(sent)
-                            }
-                        };
-                    }
-                    // The thread took requests: more are offered above.
-                    Part::Resume | Part::Room => {}
-                }
+            if self.take_parts(shared, &mut answer) {
+                return answer;
             }
             if !more && self.stop(&answer).is_none() {
                 self.wait_for_parts();
             }
         }
+    }
+
+    /// Ends a call the thread has not ended, for `why` (what
+    /// [`Run::stop`] says): the thread sees it cancelled or past its
+    /// deadline.
+    fn end_early<M>(&self, shared: &Shared, answer: &mut Answer<M>, why: Status) {
+        let reason = if why.code() == crate::Code::DeadlineExceeded {
+            CancelReason::DeadlineExceeded
+        } else {
+            CancelReason::Cancelled
+        };
+        shared.cancel(reason);
+        answer.result = Err(why);
+    }
+
+    /// From now on, [`Run::wait_for_parts`] waits only for parts that
+    /// arrive after this: call it before taking the parts there are.
+    fn expect_parts(&self) {
+        *self
+            .signal
+            .arrived
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = false;
+    }
+
+    /// Takes into `answer` the parts the thread has sent, giving back the
+    /// credit of each message; `true` once the call has ended (its answer
+    /// complete). Stops early, leaving the rest, once [`Run::stop`] says
+    /// the call ends.
+    fn take_parts<M: prost::Message + Default>(
+        &self,
+        shared: &Shared,
+        answer: &mut Answer<M>,
+    ) -> bool {
+        let mut parts = Vec::new();
+        self.inbox.drain(&mut parts);
+        for Delivery { part, .. } in parts {
+            match part {
+                Part::Headers(headers) => answer.headers = headers,
+                Part::Message(bytes) => {
+                    shared.return_credit(bytes.len());
+                    answer.messages.extend(decode_all::<M>(&bytes));
+                    if self.stop(answer).is_some() {
+                        return false;
+                    }
+                }
+                Part::Finish { status, trailers } => {
+                    answer.result = status.map_or(Ok(()), Err);
+                    answer.trailers = trailers;
+                    shared.cancel(CancelReason::Ended);
+                    return true;
+                }
+                Part::Answer {
+                    result,
+                    headers,
+                    trailers,
+                } => {
+                    answer.headers = headers;
+                    answer.trailers = trailers;
+                    shared.cancel(CancelReason::Ended);
+                    match result {
+                        Ok(bytes) => answer.messages.extend(decode_all::<M>(&bytes)),
+                        Err(status) => {
+                            answer.result = Err(status);
+                            if answer.messages.is_empty() {
+                                let ended = std::mem::replace(answer, Answer::new());
+                                *answer = ended.trailers_only();
+                            }
+                        }
+                    }
+                    return true;
+                }
+                // The thread took requests: more can be offered.
+                Part::Resume | Part::Room => {}
+            }
+        }
+        false
     }
 
     /// Waits until parts arrive, or the deadline passes.

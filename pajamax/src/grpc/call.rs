@@ -37,6 +37,9 @@ pub(crate) struct Call {
     /// what a server stream runs to once its request is in. Written by
     /// every path that routes a call (the head's parse, a resumed head).
     pub asked_timeout: Option<Duration>,
+    /// `deadline` is `call_timeout`'s cap, not the client's own: until a
+    /// server stream's request is in. Written with `asked_timeout`.
+    pub capped: bool,
     /// Request bytes not yet consumed.
     pub inbound: MessageBuf,
     /// Request bytes taken in that the client's window was not opened for.
@@ -168,6 +171,7 @@ impl Call {
         self.route = Some(waiting.head.route);
         self.deadline = waiting.deadline(epoch);
         self.asked_timeout = waiting.head.asked_timeout;
+        self.capped = waiting.head.timeout != waiting.head.asked_timeout;
         self.encoding = waiting.head.encoding;
         self.answer_compression = waiting.head.answer_compression;
         self.shared = Some(waiting.head);
@@ -268,6 +272,7 @@ impl Call {
         self.metadata.clear();
         self.shared = None;
         self.deadline = None;
+        self.capped = false;
         self.inbound.clear();
         self.unreleased = 0;
         self.recv_done = false;

@@ -875,13 +875,14 @@ impl GrpcConnection {
         if let Some(longest) = self.call_timeout {
             // Kept with the head for the requests that repeat its block. A
             // server stream is capped only until its request is in
-            // (`start_server_stream`).
+            // (`run_single`).
             if route.kind != MethodKind::BidiStreaming {
                 head.timeout = Some(head.timeout.map_or(longest, |asked| asked.min(longest)));
             }
         }
         call.deadline = head.timeout.and_then(|d| self.clock.now().checked_add(d));
         call.asked_timeout = asked_timeout;
+        call.capped = head.timeout != asked_timeout;
         call.encoding = head.encoding.expect("checked above");
         if block_id != 0 {
             self.repeated.insert(SharedHead {
@@ -1158,11 +1159,19 @@ impl GrpcConnection {
     }
 
     /// Runs the handler of a call whose one request message is `message`.
-    fn run_single(&mut self, stream: u32, call: Box<Call>, message: &[u8]) {
+    fn run_single(&mut self, stream: u32, mut call: Box<Call>, message: &[u8]) {
         let route = call.route.expect("only gRPC calls run");
         let request = (message.len() + PREFIX_LEN) as u64;
         if self.started_too_late(stream, route, call.deadline, request) {
             return self.recycle(call);
+        }
+        if call.capped && route.kind == MethodKind::ServerStreaming {
+            // The cap held while the request was awaited; the stream runs
+            // (or waits to run) to the client's own deadline, much as with
+            // tonic's timeout.
+            let longest = self.call_timeout.expect("a capped call");
+            call.deadline = uncapped_deadline(call.deadline, call.asked_timeout, longest);
+            call.capped = false;
         }
         if self.waits_to_run() {
             return self.park(stream, call, message);
@@ -1441,11 +1450,7 @@ impl GrpcConnection {
             call.started = Some(self.clock.now());
             call.request_bytes = (message.len() + PREFIX_LEN) as u64;
         }
-        if let Some(longest) = self.call_timeout {
-            // The cap held while the request was awaited; the stream runs
-            // to the client's own deadline, much as with tonic's timeout.
-            call.deadline = uncapped_deadline(call.deadline, call.asked_timeout, longest);
-        }
+        debug_assert!(!call.capped, "lifted as the request came in");
         let service = self.router.service(route.service);
         let compressed = call.compressed_request;
         let mut ctx = self.env.call_context(stream, &mut call, true, compressed);
@@ -4017,6 +4022,52 @@ mod tests {
             assert_eq!(heard.status(stream), Some("4"), "stream {stream}");
         }
         assert_eq!(heard.status(15), None);
+        assert_eq!(conn.open_calls(), 1);
+    }
+
+    /// A server stream whose request is in but waits for the client to
+    /// read (the answers held for its windows past the limit) is no longer
+    /// under `call_timeout`'s cap: it waits, then runs, to the client's own
+    /// deadline, as it would had it run at once.
+    #[test]
+    fn a_waiting_server_stream_is_not_held_to_the_cap() {
+        let cap = Duration::from_millis(100);
+        let mut router = Router::new();
+        router.add(Arc::new(Hold));
+        let mut config = GrpcConfig {
+            call_timeout: Some(cap),
+            ..GrpcConfig::default()
+        };
+        config.h2.max_held_bytes = 1_000;
+        let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
+        let mut client = Client::new();
+        // Windows of 0: every answer byte is held.
+        let mut input = Client::handshake(&[(0x4, 0)]);
+        let big =
+            pajamax_test_peer::grpc::message(&prost::Message::encode_to_vec(&vec![1u8; 2_000]));
+        input.extend(client.request(1, "/test.H/Probe", &big[5..]));
+        let timeout = [("grpc-timeout", "10S")];
+        client
+            .request_headers(3, "/test.H/Hold", &timeout, false)
+            .write(&mut input);
+        Frame::data(3, &numbered(3), true).write(&mut input);
+        let t0 = Instant::now();
+        conn.recv(&input, t0);
+        hear(&mut conn, &mut client);
+        assert_eq!(conn.parks, 1, "the server stream waits");
+        // Past the cap, it still waits.
+        conn.handle_timeout(t0 + cap * 2);
+        hear(&mut conn, &mut client);
+        assert_eq!(client.heard().status(3), None, "ended at the cap");
+        // The client reads: it runs, with the client's deadline.
+        SEEN.with(|seen| seen.borrow_mut().clear());
+        let mut input = Frame::window_update(0, 1 << 20).to_bytes();
+        Frame::window_update(1, 1 << 20).write(&mut input);
+        conn.recv(&input, t0 + cap * 2);
+        hear(&mut conn, &mut client);
+        assert_eq!(client.heard().status(1), Some("0"));
+        let seen = SEEN.with(|seen| std::mem::take(&mut *seen.borrow_mut()));
+        assert_eq!(seen, [(3, Some(t0 + Duration::from_secs(10)))]);
         assert_eq!(conn.open_calls(), 1);
     }
 

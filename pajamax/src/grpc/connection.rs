@@ -2740,6 +2740,45 @@ mod tests {
     use pajamax_test_peer::{Client, ErrorCode, Frame};
     use std::time::Duration;
 
+    thread_local! {
+        static FIRST_RESPONDER: std::cell::RefCell<Option<crate::Responder>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    /// A handler that defers its call twice fails it with `INTERNAL` (the
+    /// second `defer` panics), and the first responder sees the call
+    /// ended: the call has one answer, and no thread waits for good.
+    #[test]
+    fn a_call_deferred_twice_ends_internal_and_its_first_responder_with_it() {
+        let mut conn = connection();
+        let inbox = Inbox::new(|| {});
+        conn.set_inbox(inbox.clone(), 7);
+        let mut client = Client::new();
+        let mut input = Client::handshake(&[]);
+        input.extend(client.request(
+            1,
+            "/test.S/Echo",
+            &prost::Message::encode_to_vec(&b"2".to_vec()),
+        ));
+        conn.recv(&input, Instant::now());
+        hear(&mut conn, &mut client);
+        assert_eq!(client.heard().status(1), Some("13"));
+        let first = FIRST_RESPONDER
+            .with(|kept| kept.borrow_mut().take())
+            .expect("kept");
+        assert!(first.is_cancelled());
+        // Its answer goes nowhere.
+        first.respond(Ok(b"late".to_vec()));
+        let mut deliveries = Vec::new();
+        inbox.drain(&mut deliveries);
+        for delivery in deliveries {
+            conn.deliver(delivery);
+        }
+        hear(&mut conn, &mut client);
+        assert!(client.heard().messages_on(1).is_empty());
+        assert_eq!(conn.open_calls(), 0);
+    }
+
     /// `test.S/Split` (server streaming: the request's bytes one by one)
     /// and `test.S/Chat` (bidi on the worker: each message back; after a
     /// message `bye`, the end sends `bye!` and fails with ABORTED).
@@ -2800,7 +2839,8 @@ mod tests {
         /// metadata, `P` a panic, `B` an answer of 100,000 bytes, `H` one of
         /// 16,000 bytes, `L` one of 40,000 bytes, `Z` a compressed answer, `X` an error after an
         /// answer was encoded, `T` trailing metadata only, `D` an answer
-        /// deferred (given at once, `D!`, before encoding another).
+        /// deferred (given at once, `D!`, before encoding another), `2` two
+        /// deferrals (the first responder kept in `FIRST_RESPONDER`).
         fn unary(
             &self,
             _: usize,
@@ -2828,6 +2868,11 @@ mod tests {
                     ctx.trailers_mut().insert("x-tail", "t").unwrap();
                 }
                 b"D" => ctx.defer().respond(Ok(b"D!".to_vec())),
+                b"2" => {
+                    let first = ctx.defer();
+                    FIRST_RESPONDER.with(|kept| *kept.borrow_mut() = Some(first));
+                    let _second = ctx.defer();
+                }
                 _ => {}
             }
             bytes.extend(ctx.metadata().get("x-tag").unwrap_or("").as_bytes());

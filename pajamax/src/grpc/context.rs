@@ -195,6 +195,13 @@ impl<'a> Context<'a> {
     /// `RESOURCE_EXHAUSTED` at once, and the responder returned is already
     /// cancelled ([`Responder::is_cancelled`]), so the request need not be
     /// queued for the thread at all.
+    ///
+    /// # Panics
+    ///
+    /// If the call went to another thread already (an earlier `defer`, or
+    /// a stream's `channel`): a call has one answer. On a server the panic
+    /// ends the call with `INTERNAL`, and the first responder or sink sees
+    /// it cancelled.
     pub fn defer(&mut self) -> Responder {
         let shared = self.open_remote();
         let mut responder = Responder::new(shared);
@@ -242,6 +249,10 @@ impl<'a> Context<'a> {
     /// there, the call is refused (answered `RESOURCE_EXHAUSTED`, and
     /// cancelled for the thread).
     pub(crate) fn open_remote(&mut self) -> Option<Arc<Shared>> {
+        assert!(
+            self.remote.is_none(),
+            "the call went to another thread already: `defer` or `channel` once per call"
+        );
         let (to, stream) = self.answer_to?;
         let (inbox, connection) = to.inbox.as_ref()?;
         let shared = Shared::new(

@@ -257,6 +257,11 @@ impl<M: prost::Message + 'static> ServerStream<M> {
     /// The response metadata set on `ctx` so far moves to the sink, unless
     /// the call is refused at once for lack of room for its request (as for
     /// [`Context::defer`]): its answer carries it.
+    ///
+    /// # Panics
+    ///
+    /// If the call went to another thread already, as
+    /// [`Context::defer`].
     pub fn channel(ctx: &mut Context<'_>) -> (ServerStream<M>, Sink<M>) {
         let shared = ctx.open_remote();
         let (headers, trailers) = ctx.metadata_for_thread();
@@ -602,6 +607,11 @@ where
     /// returned [`Streaming`] and answers with the [`Responder`]; return
     /// the stream from the handler and move the other two to the thread.
     /// The response metadata set on `ctx` so far moves to the responder.
+    ///
+    /// # Panics
+    ///
+    /// If the call went to another thread already, as
+    /// [`Context::defer`].
     pub fn channel(ctx: &mut Context<'_>) -> (ClientStream<Req, Resp>, Streaming<Req>, Responder) {
         let shared = ctx.open_remote();
         let mut responder = Responder::new(shared.clone());
@@ -704,6 +714,11 @@ where
     /// returned [`Streaming`] and answers through the [`Sink`]; return the
     /// stream from the handler and move the other two to the thread. The
     /// response metadata set on `ctx` so far moves to the sink.
+    ///
+    /// # Panics
+    ///
+    /// If the call went to another thread already, as
+    /// [`Context::defer`].
     pub fn channel(ctx: &mut Context<'_>) -> (BidiStream<Req, Resp>, Streaming<Req>, Sink<Resp>) {
         let shared = ctx.open_remote();
         let (headers, trailers) = ctx.metadata_for_thread();

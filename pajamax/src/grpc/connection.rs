@@ -1095,6 +1095,7 @@ impl GrpcConnection {
             }
             Err(status) => self.refuse(stream, call, &status),
         }
+        fit_room(&mut inflated);
         self.inflated = inflated;
     }
 
@@ -1681,6 +1682,7 @@ impl GrpcConnection {
                     break Ok(true);
                 }
             };
+            fit_room(&mut self.inflated);
             match stop {
                 Ok(true) => self.send_outgoing(stream),
                 Ok(false) => break,
@@ -1792,6 +1794,7 @@ impl GrpcConnection {
                 sent == data.len() || self.h2.error().is_some(),
                 "delivery waits for room"
             );
+            fit_room(&mut self.deflated);
         }
         if let State::Handling { blocked, .. } = &mut call.state {
             *blocked = call.headers_sent && self.h2.send_capacity(stream) == 0;
@@ -1820,6 +1823,7 @@ impl GrpcConnection {
             call.response_bytes += out.messages.len() as u64;
             let data = out.data(encoding, &mut self.deflated);
             self.h2.send_data(stream, data, false);
+            fit_room(&mut self.deflated);
         }
     }
 
@@ -1961,6 +1965,7 @@ impl GrpcConnection {
                 self.ready.push_back(stream);
             }
         }
+        fit_room(&mut self.deflated);
         if !self.overlarge.is_empty() {
             self.end_overlarge();
         }
@@ -2191,21 +2196,12 @@ impl GrpcConnection {
         }
     }
 
-    /// Lets go of room that only a rare request needed, and puts right a
-    /// count that only a fault could leave wrong: called now and then (the
-    /// worker's sweep; [`GrpcConnection::recv`] after every read) rather
-    /// than at every read of the worker's.
-    ///
-    /// The room to inflate or deflate a large message: a peer that sends
-    /// one gzip message of a few KiB inflating to the largest message
-    /// allowed would otherwise have each of its connections hold that much
-    /// (several MiB) for as long as it lasts.
+    /// Puts right a count that only a fault could leave wrong: called now
+    /// and then (the worker's sweep; [`GrpcConnection::recv`] after every
+    /// read) rather than at every read of the worker's. (The room to
+    /// inflate or deflate a large message goes as soon as the message is
+    /// through: [`fit_room`].)
     pub(crate) fn tidy(&mut self) {
-        if self.inflated.capacity() > KEPT_COMPRESSION_ROOM
-            || self.deflated.capacity() > KEPT_COMPRESSION_ROOM
-        {
-            self.shrink_compression_room();
-        }
         if self.calls.is_empty() {
             // No call holds metadata of its own now, whatever the count
             // (`settle_step` asserts that the count agrees).
@@ -2227,15 +2223,6 @@ impl GrpcConnection {
                 self.end_call(stream, call, Some(status));
             }
         }
-    }
-
-    /// Lets go of the room a large message took to inflate or deflate.
-    #[cold]
-    fn shrink_compression_room(&mut self) {
-        self.inflated.clear();
-        self.inflated.shrink_to(KEPT_COMPRESSION_ROOM);
-        self.deflated.clear();
-        self.deflated.shrink_to(KEPT_COMPRESSION_ROOM);
     }
 
     /// Returns credit to the threads whose answer bytes left their stream
@@ -2475,6 +2462,7 @@ impl GrpcConnection {
                 &md.trailers,
                 &mut self.text,
             );
+            fit_room(&mut self.deflated);
             self.response_metadata.clear();
             return;
         }
@@ -2676,11 +2664,33 @@ fn send_remote(
     }
     deflated.clear();
     compression::deflate_frames(bytes, encoding, deflated);
-    if h2.send_data(stream, deflated, false) == 0 {
+    let sent = h2.send_data(stream, deflated, false) != 0;
+    fit_room(deflated);
+    if !sent {
         return false;
     }
     remote.owed += bytes.len();
     true
+}
+
+/// Lets go of the room past [`KEPT_COMPRESSION_ROOM`] that a message took
+/// to inflate or deflate, once it is through: a peer that sends one gzip
+/// message of a few KiB inflating to the largest message allowed (or asks
+/// for a large answer) on each of many connections would otherwise have
+/// each of them hold that much (several MiB) until the room is next let
+/// go. Called where the room is used, off the way of uncompressed calls.
+#[inline]
+fn fit_room(room: &mut Vec<u8>) {
+    if room.capacity() > KEPT_COMPRESSION_ROOM {
+        shrink_room(room);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn shrink_room(room: &mut Vec<u8>) {
+    room.clear();
+    room.shrink_to(KEPT_COMPRESSION_ROOM);
 }
 
 /// The client's own deadline of a call whose deadline `capped` was
@@ -3863,12 +3873,13 @@ mod tests {
             .request_headers(3, "/test.S/Chat", &gzip, false)
             .write(&mut input);
         Frame::data(3, &bomb, true).write(&mut input);
-        // The worker's way in keeps the room until its sweep tidies.
+        // The worker's way in, which tidies only at its sweep: the room is
+        // let go as the message is through, not a second later (a peer
+        // that sent one such message on each of many connections every
+        // second would have each of them hold the room all along).
         let mut events = Vec::new();
         let used = conn.recv_at(&input, Some(now), &mut events);
         assert_eq!(used, input.len());
-        assert!(conn.inflated.capacity() > KEPT_COMPRESSION_ROOM);
-        conn.tidy();
         assert!(
             conn.inflated.capacity() <= KEPT_COMPRESSION_ROOM,
             "{} bytes kept",
@@ -3879,7 +3890,7 @@ mod tests {
         assert_eq!(heard.status(1), Some("0"));
         assert_eq!(heard.status(3), Some("0"));
         assert_eq!(heard.messages_on(3).len(), 1, "the message went through");
-        // The public way in tidies after every read.
+        // The public way in.
         let mut input = Vec::new();
         client
             .request_headers(5, "/test.S/Echo", &gzip, false)
@@ -3893,6 +3904,62 @@ mod tests {
             "{} bytes kept",
             conn.inflated.capacity()
         );
+    }
+
+    /// Answers that deflate to more than the room a connection keeps, on a
+    /// unary call and on a bidirectional one: the room goes as soon as they
+    /// are sent, also on the worker's way in, which tidies only at its
+    /// sweep.
+    #[test]
+    fn a_connection_does_not_keep_the_room_a_large_answer_deflated_into() {
+        let config = GrpcConfig {
+            send_compressed: true,
+            ..GrpcConfig::default()
+        };
+        let mut router = Router::new();
+        router.add(Arc::new(Split));
+        let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
+        let mut client = Client::new();
+        let now = Instant::now();
+        let mut events = Vec::new();
+        let mut handshake =
+            Client::handshake(&[(pajamax_test_peer::setting::INITIAL_WINDOW_SIZE, 1 << 30)]);
+        Frame::window_update(0, 1 << 30).write(&mut handshake);
+        conn.recv_at(&handshake, Some(now), &mut events);
+        hear(&mut conn, &mut client);
+        // Bytes that do not deflate: the answers echo them.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let noise: Vec<u8> = (0..(KEPT_COMPRESSION_ROOM + (8 << 10)) / 8)
+            .flat_map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed.to_le_bytes()
+            })
+            .collect();
+        let accept = [("grpc-accept-encoding", "gzip")];
+        for (stream, path) in [(1, "/test.S/Echo"), (3, "/test.S/Chat")] {
+            let message = prost::Message::encode_to_vec(&noise);
+            let body = pajamax_test_peer::grpc::message(&message);
+            let mut input = client
+                .request_headers(stream, path, &accept, false)
+                .to_bytes();
+            let chunks = body.chunks(16 << 10).count();
+            for (at, chunk) in body.chunks(16 << 10).enumerate() {
+                Frame::data(stream, chunk, at + 1 == chunks).write(&mut input);
+            }
+            let used = conn.recv_at(&input, Some(now), &mut events);
+            assert_eq!(used, input.len());
+            assert!(
+                conn.deflated.capacity() <= KEPT_COMPRESSION_ROOM,
+                "{} bytes kept after {path}",
+                conn.deflated.capacity()
+            );
+            hear(&mut conn, &mut client);
+            let heard = client.take_heard();
+            assert_eq!(heard.status(stream), Some("0"), "{path}");
+            assert_eq!(heard.messages_on(stream).len(), 1, "{path}");
+        }
     }
 
     /// `test.H/Hold` (server streaming): notes the deadline its context

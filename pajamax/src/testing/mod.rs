@@ -694,12 +694,17 @@ impl Run {
                 self.end_early(shared, &mut answer, end);
                 return answer;
             }
+            // The parts there are are taken before more is offered: the
+            // `Resume` or `Room` a refused offer waits for comes after
+            // them, and wakes the wait.
             self.expect_parts();
-            let more = feed(shared);
             if self.take_parts(shared, &mut answer) {
                 return answer;
             }
-            if !more && self.stop(&answer).is_none() {
+            if self.stop(&answer).is_some() {
+                continue;
+            }
+            if !feed(shared) {
                 self.wait_for_parts();
             }
         }
@@ -719,7 +724,9 @@ impl Run {
     }
 
     /// From now on, [`Run::wait_for_parts`] waits only for parts that
-    /// arrive after this: call it before taking the parts there are.
+    /// arrive after this: call it before taking the parts there are, and
+    /// take them before the offer whose `Resume` the wait is for (one
+    /// taken with them wakes nothing).
     fn expect_parts(&self) {
         *self
             .signal

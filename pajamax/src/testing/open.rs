@@ -164,12 +164,10 @@ where
                 let shared = shared.clone();
                 let message = framing::framed(&request);
                 loop {
+                    // The thread's answers are taken before the offer: the
+                    // `Resume` or `Room` a refused offer waits for comes
+                    // after them, and wakes the wait.
                     self.run.expect_parts();
-                    if shared.offer(&message) == Offered::Queued {
-                        return true;
-                    }
-                    // Waits for the thread to take some (a `Resume` or a
-                    // `Room` comes), taking its answers meanwhile.
                     if self.run.take_parts(&shared, &mut self.answer) {
                         self.ended = true;
                         return false;
@@ -177,6 +175,9 @@ where
                     if let Some(why) = self.run.stop(&self.answer) {
                         self.stop(why);
                         return false;
+                    }
+                    if shared.offer(&message) == Offered::Queued {
+                        return true;
                     }
                     self.run.wait_for_parts();
                 }
@@ -459,6 +460,21 @@ mod tests {
         let answer = call.finish();
         assert_eq!(answer.messages, [9]);
         assert!(answer.result.is_ok());
+
+        // `send` sees the end the thread sent, without a `recv` first.
+        let (done, finished) = mpsc::channel();
+        let mut call = TestCall::new().open_bidi(|ctx: &mut Context<'_>| {
+            let (stream, requests, sink) = BidiStream::<u32, u32>::channel(ctx);
+            std::thread::spawn(move || {
+                sink.finish(Err(Status::aborted("done")));
+                done.send(()).unwrap();
+                drop(requests);
+            });
+            Ok(stream)
+        });
+        finished.recv().unwrap();
+        assert!(!call.send(1), "the thread has ended the call");
+        assert_eq!(call.finish().status().code(), Code::Aborted);
     }
 
     #[test]
@@ -563,5 +579,54 @@ mod tests {
         assert!(!call.send(1));
         assert_eq!(call.finish().status().code(), Code::DeadlineExceeded);
         assert!(!ran.get());
+    }
+
+    /// A thread that takes the requests and answers only at the end,
+    /// with their count.
+    fn counts(ctx: &mut Context<'_>) -> Result<BidiStream<Vec<u8>, u32>, Status> {
+        let (stream, requests, mut sink) = BidiStream::<Vec<u8>, u32>::channel(ctx);
+        std::thread::spawn(move || {
+            let mut count = 0;
+            for request in requests {
+                if request.is_err() {
+                    return;
+                }
+                count += 1;
+            }
+            let _ = sink.send(&count);
+            sink.finish(Ok(()));
+        });
+        Ok(stream)
+    }
+
+    #[test]
+    fn a_full_queue_is_offered_again_as_soon_as_the_thread_takes_some() {
+        // Each request fills the thread's queue: the next waits for the
+        // thread's `Resume`, which comes at any point of the test's
+        // offer. A `Resume` missed waits out the deadline.
+        const REQUESTS: u32 = 100;
+        let until = Instant::now() + Duration::from_secs(1);
+        let drivers: Vec<_> = (0..3)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let big = vec![1u8; 70 << 10];
+                    let call = TestCall::new().timeout(Duration::from_secs(1));
+                    while Instant::now() < until {
+                        let mut open = call.open_bidi(counts);
+                        for i in 0..REQUESTS {
+                            assert!(open.send(big.clone()), "request {i} refused");
+                        }
+                        let answer = open.finish();
+                        assert_eq!(answer.messages, [REQUESTS], "{:?}", answer.result);
+                        let requests = (0..REQUESTS).map(|_| big.clone());
+                        let answer = call.bidi(counts, requests);
+                        assert_eq!(answer.messages, [REQUESTS], "{:?}", answer.result);
+                    }
+                })
+            })
+            .collect();
+        for driver in drivers {
+            driver.join().unwrap();
+        }
     }
 }

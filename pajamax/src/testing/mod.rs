@@ -506,10 +506,7 @@ impl Run {
     /// A call whose deadline has passed before its handler starts is
     /// answered `DEADLINE_EXCEEDED` without running it, as a server does.
     fn expired<M>(&self) -> Option<Answer<M>> {
-        let passed = self
-            .deadline
-            .is_some_and(|deadline| Instant::now() >= deadline);
-        passed.then(|| Answer {
+        self.past_deadline().then(|| Answer {
             result: Err(Status::deadline_exceeded("the call's deadline passed")),
             ..Answer::new()
         })
@@ -518,10 +515,7 @@ impl Run {
     /// Why the call ends before its handler ends it: the deadline passed,
     /// or the client has all the messages it was to take.
     fn stop<M>(&self, answer: &Answer<M>) -> Option<Status> {
-        if self
-            .deadline
-            .is_some_and(|deadline| Instant::now() >= deadline)
-        {
+        if self.past_deadline() {
             return Some(Status::deadline_exceeded("the call's deadline passed"));
         }
         if self
@@ -531,6 +525,12 @@ impl Run {
             return Some(Status::cancelled("the client cancelled the call"));
         }
         None
+    }
+
+    /// Whether the call's deadline has passed.
+    fn past_deadline(&self) -> bool {
+        self.deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
     }
 
     /// Sleeps until `until`, or the deadline if it is sooner.
@@ -787,6 +787,16 @@ impl Run {
             }
         }
         false
+    }
+
+    /// Whether the thread has ended the call: its end is among the parts
+    /// it has sent (taken, and dropped).
+    fn ended_by_thread(&self) -> bool {
+        let mut parts = Vec::new();
+        self.inbox.drain(&mut parts);
+        parts
+            .iter()
+            .any(|delivery| matches!(delivery.part, Part::Finish { .. } | Part::Answer { .. }))
     }
 
     /// Waits until parts arrive, or the deadline passes.

@@ -19,7 +19,9 @@ use std::sync::Arc;
 /// A handler on the worker runs in `send` and answers there, so `recv`
 /// never waits for it; one on another thread answers when it does, and
 /// `recv` waits for the next message (or the call's end, or its deadline).
-/// A call dropped before `finish` is cancelled, as when a client goes away.
+/// A call dropped before `finish` is cancelled, as when a client goes away
+/// (a thread that has ended it, or whose deadline has passed, sees that
+/// instead, as on a server).
 ///
 /// ```
 /// use pajamax::testing::TestCall;
@@ -303,8 +305,17 @@ where
 impl<Req, Resp> Drop for BidiCall<Req, Resp> {
     fn drop(&mut self) {
         if let (Side::Thread(shared), false) = (&self.side, self.ended) {
-            // The client went away: its thread sees the call cancelled.
-            shared.cancel(CancelReason::Cancelled);
+            // The client went away: its thread sees the call cancelled,
+            // unless it has ended it, or the deadline has, as a server's
+            // worker sees before the client's reset.
+            let reason = if self.run.ended_by_thread() {
+                CancelReason::Ended
+            } else if self.run.past_deadline() {
+                CancelReason::DeadlineExceeded
+            } else {
+                CancelReason::Cancelled
+            };
+            shared.cancel(reason);
         }
     }
 }
@@ -487,6 +498,36 @@ mod tests {
         assert_eq!(
             heard.recv_timeout(Duration::from_secs(5)),
             Ok(CancelReason::Cancelled)
+        );
+
+        // One the thread has ended, or its deadline, is not: the thread
+        // sees how it ended, as on a server.
+        let ended = |ctx: &mut Context<'_>, told: mpsc::Sender<_>, done: mpsc::Sender<_>| {
+            let (stream, _requests, mut sink) = BidiStream::<u32, u32>::channel(ctx);
+            sink.on_cancel(move |reason| told.send(reason).unwrap());
+            std::thread::spawn(move || {
+                sink.finish(Ok(()));
+                done.send(()).unwrap();
+            });
+            Ok(stream)
+        };
+        let (told, heard) = mpsc::channel();
+        let (done, finished) = mpsc::channel();
+        let call = TestCall::new().open_bidi(|ctx| ended(ctx, told, done));
+        finished.recv().unwrap();
+        drop(call);
+        assert_eq!(
+            heard.recv_timeout(Duration::from_secs(5)),
+            Ok(CancelReason::Ended)
+        );
+        let (told, heard) = mpsc::channel();
+        let late = TestCall::new().timeout(Duration::from_millis(20));
+        let call = late.open_bidi(|ctx| plus_one(ctx, told));
+        std::thread::sleep(Duration::from_millis(30));
+        drop(call);
+        assert_eq!(
+            heard.recv_timeout(Duration::from_secs(5)),
+            Ok(CancelReason::DeadlineExceeded)
         );
     }
 

@@ -156,10 +156,7 @@ where
                 let mut ctx = self.run.context(&self.call, &mut self.response, false);
                 let taken = handler.on_message(&mut ctx, &request.encode_to_vec(), &mut out);
                 drop(ctx);
-                self.took(&out);
-                if let Err(status) = taken {
-                    self.end(status);
-                }
+                self.took(&out, taken);
                 !self.ended
             }
             Side::Thread(shared) => {
@@ -237,10 +234,7 @@ where
                     let mut ctx = self.run.context(&self.call, &mut self.response, false);
                     let ended = handler.on_end(&mut ctx, &mut out);
                     drop(ctx);
-                    self.took(&out);
-                    if let Err(status) = ended {
-                        self.end(status);
-                    }
+                    self.took(&out, ended);
                 }
                 Side::Thread(shared) => {
                     let shared = shared.clone();
@@ -267,9 +261,10 @@ where
         }
     }
 
-    /// Takes what a call of the worker's handler sent back. A client that
-    /// cancels after `n` messages sees none past them.
-    fn took(&mut self, out: &Outgoing) {
+    /// Takes what a call of the worker's handler sent back, and the
+    /// status it returned. A client that cancels after `n` messages sees
+    /// none past them, nor the status.
+    fn took(&mut self, out: &Outgoing, result: Result<(), Status>) {
         self.headers_sent |= out.headers_now;
         self.answer
             .messages
@@ -278,7 +273,11 @@ where
             if self.answer.messages.len() > n {
                 self.answer.messages.truncate(n);
                 self.end(Status::cancelled("the client cancelled the call"));
+                return;
             }
+        }
+        if let Err(status) = result {
+            self.end(status);
         }
     }
 
@@ -435,6 +434,58 @@ mod tests {
         assert!(!call.send(1), "the client has cancelled");
         let answer = call.finish();
         assert_eq!(answer.messages, [1, 2]);
+        assert_eq!(answer.status().code(), Code::Cancelled);
+    }
+
+    /// Answers each number twice, then fails on 9; at the end, answers
+    /// twice more and fails.
+    struct Twice;
+
+    impl BidiHandler<u32, u32> for Twice {
+        fn on_message(
+            &mut self,
+            _ctx: &mut Context<'_>,
+            n: u32,
+            out: &mut Responses<'_, u32>,
+        ) -> Result<(), Status> {
+            out.send(&n);
+            out.send(&(n + 1));
+            match n {
+                9 => Err(Status::aborted("nine")),
+                _ => Ok(()),
+            }
+        }
+
+        fn on_end(
+            &mut self,
+            _ctx: &mut Context<'_>,
+            out: &mut Responses<'_, u32>,
+        ) -> Result<(), Status> {
+            out.send(&100);
+            out.send(&101);
+            Err(Status::aborted("the end"))
+        }
+    }
+
+    #[test]
+    fn a_client_that_cancelled_sees_no_error_sent_after() {
+        // The client cancels once it has its message, before the status
+        // that follows: `CANCELLED`, as `bidi` and a server have it.
+        let twice = |_: &mut Context<'_>| Ok(BidiStream::on_worker(Twice));
+        let call = TestCall::new().cancel_after(1);
+        let mut open = call.open_bidi(twice);
+        assert!(!open.send(9));
+        let answer = open.finish();
+        assert_eq!(answer, call.bidi(twice, [9]));
+        assert_eq!(answer.messages, [9]);
+        assert_eq!(answer.status().code(), Code::Cancelled);
+
+        let call = TestCall::new().cancel_after(3);
+        let mut open = call.open_bidi(twice);
+        assert!(open.send(1));
+        let answer = open.finish();
+        assert_eq!(answer, call.bidi(twice, [1]));
+        assert_eq!(answer.messages, [1, 2, 100]);
         assert_eq!(answer.status().code(), Code::Cancelled);
     }
 

@@ -1438,6 +1438,178 @@ fn a_waiting_server_stream_is_not_held_to_the_cap() {
     assert_eq!(conn.open_calls(), 1);
 }
 
+/// A capped connection whose answers are all held (windows of 0) past
+/// `max_held_bytes` by a unary answer on stream 1: the calls after it
+/// wait to run until the client reads.
+fn crowded_capped_connection(cap: Duration) -> (GrpcConnection, Client, Vec<u8>) {
+    let mut router = Router::new();
+    router.add(Arc::new(Hold));
+    let mut config = GrpcConfig {
+        call_timeout: Some(cap),
+        ..GrpcConfig::default()
+    };
+    config.h2.max_held_bytes = 1_000;
+    let conn = GrpcConnection::new(Arc::new(router), &config, None);
+    let mut client = Client::new();
+    let mut input = Client::handshake(&[(0x4, 0)]);
+    let big = pajamax_test_peer::grpc::message(&prost::Message::encode_to_vec(&vec![1u8; 2_000]));
+    input.extend(client.request(1, "/test.H/Probe", &big[5..]));
+    (conn, client, input)
+}
+
+/// Requests that wait to run on a crowded capped connection, on every
+/// path: a new head and repeated ones (light records), with the body in
+/// the same read, a later one, or in pieces across both; compressed;
+/// without a deadline of its own; with one shorter than the cap; and a
+/// unary call. Their heads come at `t0`, but the compressed one and
+/// those after it at `t1`.
+fn park_every_path(
+    conn: &mut GrpcConnection,
+    client: &mut Client,
+    mut input: Vec<u8>,
+    t0: Instant,
+    t1: Instant,
+) {
+    let timeout = [("grpc-timeout", "10S")];
+    for stream in [3, 5, 7, 9, 11, 13] {
+        let block = client.request_block("/test.H/Hold", &timeout);
+        Frame::headers(stream, &block, false).write(&mut input);
+    }
+    for stream in [3, 5, 7] {
+        Frame::data(stream, &numbered(stream), true).write(&mut input);
+    }
+    Frame::data(13, &numbered(13)[..3], false).write(&mut input);
+    conn.recv(&input, t0);
+    let mut input = Vec::new();
+    Frame::data(9, &numbered(9), true).write(&mut input);
+    Frame::data(11, &numbered(11), true).write(&mut input);
+    Frame::data(13, &numbered(13)[3..], true).write(&mut input);
+    let gzip = [("grpc-timeout", "10S"), ("grpc-encoding", "gzip")];
+    client
+        .request_headers(15, "/test.H/Hold", &gzip, false)
+        .write(&mut input);
+    Frame::data(
+        15,
+        &gzipped(&prost::Message::encode_to_vec(&vec![15u8])),
+        true,
+    )
+    .write(&mut input);
+    client
+        .request_headers(17, "/test.H/Hold", &[], false)
+        .write(&mut input);
+    Frame::data(17, &numbered(17), true).write(&mut input);
+    client
+        .request_headers(19, "/test.H/Hold", &[("grpc-timeout", "80m")], false)
+        .write(&mut input);
+    Frame::data(19, &numbered(19), true).write(&mut input);
+    client
+        .request_headers(21, "/test.H/Probe", &timeout, false)
+        .write(&mut input);
+    Frame::data(21, &numbered(21), true).write(&mut input);
+    conn.recv(&input, t1);
+    hear(conn, client);
+    assert_eq!(conn.parks, 10, "every call after the first waits");
+    assert!(SEEN.with(|seen| seen.borrow().iter().all(|&(n, _)| n == 1)));
+}
+
+/// Server streams that wait to run, whatever path their request took,
+/// outlive the cap and run to their client's own deadline once the client
+/// reads; one that asked for less than the cap, and a unary call, end at
+/// their deadline while they wait.
+#[test]
+fn server_streams_that_wait_run_to_their_clients_deadline_on_every_path() {
+    let cap = Duration::from_millis(100);
+    let asked = Duration::from_secs(10);
+    let (mut conn, mut client, input) = crowded_capped_connection(cap);
+    let t0 = Instant::now();
+    let t1 = t0 + Duration::from_millis(50);
+    park_every_path(&mut conn, &mut client, input, t0, t1);
+    conn.handle_timeout(t0 + cap * 2);
+    hear(&mut conn, &mut client);
+    let heard = client.take_heard();
+    assert_eq!(heard.status(19), Some("4"));
+    assert_eq!(heard.status(21), Some("4"), "a unary call keeps the cap");
+    for stream in [3, 5, 7, 9, 11, 13, 15, 17] {
+        assert_eq!(
+            heard.status(stream),
+            None,
+            "stream {stream} ended at the cap"
+        );
+    }
+    // The client reads: they run, each once, with the client's deadline.
+    SEEN.with(|seen| seen.borrow_mut().clear());
+    let mut input = Frame::window_update(0, 1 << 20).to_bytes();
+    Frame::window_update(1, 1 << 20).write(&mut input);
+    conn.recv(&input, t0 + cap * 2);
+    hear(&mut conn, &mut client);
+    assert_eq!(client.heard().status(1), Some("0"));
+    let mut seen = SEEN.with(|seen| std::mem::take(&mut *seen.borrow_mut()));
+    seen.sort();
+    let expected = vec![
+        (3, Some(t0 + asked)),
+        (5, Some(t0 + asked)),
+        (7, Some(t0 + asked)),
+        (9, Some(t0 + asked)),
+        (11, Some(t0 + asked)),
+        (13, Some(t0 + asked)),
+        (15, Some(t1 + asked)),
+        (17, None),
+    ];
+    assert_eq!(seen, expected);
+    assert_eq!(conn.open_calls(), 8);
+    // They end at the client's deadline, but the one without any.
+    let due = conn.poll_timeout().expect("the clients' deadlines armed");
+    assert!(due <= t0 + asked, "{:?}", due - t0);
+    conn.handle_timeout(t1 + asked);
+    hear(&mut conn, &mut client);
+    let heard = client.take_heard();
+    for stream in [3, 5, 7, 9, 11, 13, 15] {
+        assert_eq!(heard.status(stream), Some("4"), "stream {stream}");
+    }
+    assert_eq!(heard.status(17), None);
+    assert_eq!(conn.open_calls(), 1);
+}
+
+/// A server stream that waits to run while its client does not read ends
+/// at the client's own deadline, not at the cap and not never: the timer
+/// is armed for the deadline it has once its request is in.
+#[test]
+fn a_server_stream_that_waits_ends_at_its_clients_deadline() {
+    let cap = Duration::from_millis(100);
+    let asked = Duration::from_secs(10);
+    let (mut conn, mut client, input) = crowded_capped_connection(cap);
+    let t0 = Instant::now();
+    let t1 = t0 + Duration::from_millis(50);
+    park_every_path(&mut conn, &mut client, input, t0, t1);
+    conn.handle_timeout(t0 + cap * 2);
+    hear(&mut conn, &mut client);
+    let heard = client.take_heard();
+    assert_eq!(heard.status(19), Some("4"));
+    assert_eq!(heard.status(21), Some("4"));
+    assert_eq!(conn.open_calls(), 8);
+    let due = conn.poll_timeout().expect("the clients' deadlines armed");
+    assert!(due <= t0 + asked, "{:?}", due - t0);
+    conn.handle_timeout(t0 + asked - Duration::from_millis(1));
+    hear(&mut conn, &mut client);
+    assert_eq!(conn.open_calls(), 8, "ended before the client's deadline");
+    conn.handle_timeout(t1 + asked);
+    hear(&mut conn, &mut client);
+    let heard = client.take_heard();
+    for stream in [3, 5, 7, 9, 11, 13, 15] {
+        assert_eq!(heard.status(stream), Some("4"), "stream {stream}");
+    }
+    assert_eq!(heard.status(17), None);
+    assert_eq!(conn.open_calls(), 1);
+    // The one left runs once the client reads, with no deadline.
+    SEEN.with(|seen| seen.borrow_mut().clear());
+    let mut input = Frame::window_update(0, 1 << 20).to_bytes();
+    Frame::window_update(1, 1 << 20).write(&mut input);
+    conn.recv(&input, t1 + asked);
+    hear(&mut conn, &mut client);
+    let seen = SEEN.with(|seen| std::mem::take(&mut *seen.borrow_mut()));
+    assert_eq!(seen, [(17, None)]);
+}
+
 #[test]
 fn unknown_paths_are_echoed_short() {
     let router = Router::new();
@@ -1771,4 +1943,194 @@ fn a_call_refused_room_again_and_again_is_listed_once_among_the_starved() {
     conn.recv(&input, Instant::now());
     reader.join().unwrap();
     drop(taken);
+}
+
+/// Whether what a handing-over of a call gave sees the call ended.
+type Ended = Box<dyn Fn() -> bool>;
+
+thread_local! {
+    /// What the first handing-over of a call to a thread gave (a
+    /// responder, a sink, a stream of requests): whether it sees the
+    /// call ended, by method.
+    static FIRST_HANDOVERS: std::cell::RefCell<Vec<(&'static str, Ended)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+    /// The methods whose first sink's `on_cancel` ran.
+    static WOKEN: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn keep_first(method: &'static str, cancelled: impl Fn() -> bool + 'static) {
+    FIRST_HANDOVERS.with(|kept| kept.borrow_mut().push((method, Box::new(cancelled))));
+}
+
+fn keep_sink<M: prost::Message + 'static>(method: &'static str, mut sink: crate::Sink<M>) {
+    sink.on_cancel(move |_| WOKEN.with(|woken| woken.borrow_mut().push(method)));
+    keep_first(method, move || sink.is_cancelled());
+}
+
+/// `test.Twice`: every method hands its call to another thread twice.
+struct Twice;
+
+/// A client stream on the worker whose end defers twice.
+struct EndTwice;
+
+impl crate::ClientStreamHandler<Vec<u8>, Vec<u8>> for EndTwice {
+    fn on_message(&mut self, _: &mut Context<'_>, _: Vec<u8>) -> Result<(), Status> {
+        Ok(())
+    }
+
+    fn on_end(&mut self, ctx: &mut Context<'_>) -> Result<Vec<u8>, Status> {
+        let first = ctx.defer();
+        keep_first("End", move || first.is_cancelled());
+        let _second = ctx.defer();
+        Ok(Vec::new())
+    }
+}
+
+impl Service for Twice {
+    fn name(&self) -> &'static str {
+        "test.Twice"
+    }
+
+    fn methods(&self) -> &'static [Method] {
+        const METHODS: [Method; 6] = [
+            Method::unary("Unary"),
+            Method::unary("Intercepted"),
+            Method {
+                name: "Stream",
+                kind: MethodKind::ServerStreaming,
+            },
+            Method {
+                name: "End",
+                kind: MethodKind::ClientStreaming,
+            },
+            Method {
+                name: "Gather",
+                kind: MethodKind::ClientStreaming,
+            },
+            Method {
+                name: "Talk",
+                kind: MethodKind::BidiStreaming,
+            },
+        ];
+        &METHODS
+    }
+
+    fn unary(
+        &self,
+        method: usize,
+        ctx: &mut Context<'_>,
+        _: &[u8],
+        _: &mut crate::Reply<'_>,
+    ) -> Result<(), Status> {
+        if method == 0 {
+            let first = ctx.defer();
+            keep_first("Unary", move || first.is_cancelled());
+        }
+        // `Intercepted`: the interceptor deferred first.
+        let _second = ctx.defer();
+        Ok(())
+    }
+
+    fn server_streaming(
+        &self,
+        _: usize,
+        ctx: &mut Context<'_>,
+        _: &[u8],
+    ) -> Result<RawServerStream, Status> {
+        let (stream, sink) = ServerStream::<Vec<u8>>::channel(ctx);
+        keep_sink("Stream", sink);
+        let _second = ctx.defer();
+        Ok(stream.into_raw())
+    }
+
+    fn client_streaming(&self, method: usize, ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
+        if method == 3 {
+            return Ok(crate::ClientStream::on_worker(EndTwice).into_raw());
+        }
+        let (stream, requests, responder) = crate::ClientStream::<Vec<u8>, Vec<u8>>::channel(ctx);
+        keep_first("Gather", move || {
+            requests.is_cancelled() && responder.is_cancelled()
+        });
+        let _second = ctx.defer();
+        Ok(stream.into_raw())
+    }
+
+    fn bidi_streaming(&self, _: usize, ctx: &mut Context<'_>) -> Result<RawInbound, Status> {
+        let (_, requests, sink) = BidiStream::<Vec<u8>, Vec<u8>>::channel(ctx);
+        keep_first("Talk", move || requests.is_cancelled());
+        keep_sink("Talk", sink);
+        let (stream, _, _) = BidiStream::<Vec<u8>, Vec<u8>>::channel(ctx);
+        Ok(stream.into_raw())
+    }
+}
+
+/// On every path a handler takes its call to another thread (a unary
+/// call, after an interceptor did, a server stream, the end of a client
+/// stream on the worker, a client stream or a bidirectional call opened
+/// on a thread), a second time fails only that call, `INTERNAL`, and what
+/// the first gave sees the call ended (a sink's `on_cancel` runs).
+#[test]
+fn a_call_taken_to_a_thread_twice_ends_internal_on_every_path() {
+    let mut router = Router::new();
+    router.add(Arc::new(Twice));
+    router.hooks_mut().interceptors.push(Arc::new(
+        |call: &crate::CallInfo<'_>, ctx: &mut Context<'_>| {
+            if call.method == "Intercepted" {
+                let first = ctx.defer();
+                keep_first("Intercepted", move || first.is_cancelled());
+            }
+            Ok(())
+        },
+    ));
+    let mut conn = GrpcConnection::new(Arc::new(router), &GrpcConfig::default(), None);
+    let inbox = Inbox::new(|| {});
+    conn.set_inbox(inbox.clone(), 7);
+    let mut client = Client::new();
+    let mut input = Client::handshake(&[]);
+    let message = prost::Message::encode_to_vec(&b"x".to_vec());
+    let methods = ["Unary", "Intercepted", "Stream", "End", "Gather", "Talk"];
+    for (at, method) in methods.iter().enumerate() {
+        let stream = 1 + 2 * at as u32;
+        input.extend(client.request(stream, &format!("/test.Twice/{method}"), &message));
+    }
+    // A call after them is served.
+    input.extend(client.request(
+        13,
+        "/test.Twice/Talk",
+        &prost::Message::encode_to_vec(&b"y".to_vec()),
+    ));
+    conn.recv(&input, Instant::now());
+    let mut deliveries = Vec::new();
+    inbox.drain(&mut deliveries);
+    for delivery in deliveries {
+        conn.deliver(delivery);
+    }
+    hear(&mut conn, &mut client);
+    for (at, method) in methods.iter().enumerate() {
+        let stream = 1 + 2 * at as u32;
+        assert_eq!(client.heard().status(stream), Some("13"), "{method}");
+    }
+    assert_eq!(client.heard().status(13), Some("13"));
+    assert_eq!(conn.open_calls(), 0);
+    let firsts = FIRST_HANDOVERS.with(|kept| std::mem::take(&mut *kept.borrow_mut()));
+    let named: Vec<_> = firsts.iter().map(|(method, _)| *method).collect();
+    assert_eq!(
+        named,
+        [
+            "Unary",
+            "Intercepted",
+            "Stream",
+            "End",
+            "Gather",
+            "Talk",
+            "Talk",
+            "Talk",
+            "Talk"
+        ]
+    );
+    for (method, cancelled) in &firsts {
+        assert!(cancelled(), "{method}: the first goes on");
+    }
+    let woken = WOKEN.with(|woken| std::mem::take(&mut *woken.borrow_mut()));
+    assert_eq!(woken, ["Stream", "Talk", "Talk"]);
 }

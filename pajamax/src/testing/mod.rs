@@ -192,9 +192,11 @@ impl TestCall {
     }
 
     /// The client cancels the call once it has received `messages` answer
-    /// messages: the call ends `CANCELLED` there, a producer on the worker
-    /// is dropped, and a sink's next `send` fails, as when a client resets
-    /// its stream. (A unary call's one message ends it anyway.)
+    /// messages: the call ends `CANCELLED` there (with those messages, and
+    /// whatever status the handler meant to end it with), a producer on
+    /// the worker is dropped, and a sink's next `send` fails, as when a
+    /// client resets its stream. (A unary or client-streaming call's one
+    /// message ends it anyway.)
     pub fn cancel_after(mut self, messages: usize) -> TestCall {
         self.cancel_after = Some(messages);
         self
@@ -657,8 +659,15 @@ impl Run {
         headers_sent |= !answer.messages.is_empty();
         if let Some(n) = self.cancel_after {
             // A handler call may send several: the client cancels once it
-            // has taken its `n`, and sees none of the rest, nor the end.
-            if answer.messages.len() > n {
+            // has taken its `n`, and sees none of the rest, nor the end
+            // (a client stream's one answer ends it anyway, as a unary
+            // call's).
+            let cancelled = if client_streaming {
+                answer.messages.len() > n
+            } else {
+                answer.messages.len() >= n
+            };
+            if cancelled {
                 answer.messages.truncate(n);
                 result = Err(Status::cancelled("the client cancelled the call"));
             }
@@ -1202,6 +1211,13 @@ mod tests {
             .cancel_after(1)
             .bidi(|_| Ok(BidiStream::on_worker(Twice)), []);
         assert_eq!(answer.messages, [7]);
+        assert_eq!(answer.status().code(), Code::Cancelled);
+        // Cancelled once it has its `n`, whatever came with the last of
+        // them: here the end's `OK` and its trailer.
+        let answer = TestCall::new()
+            .cancel_after(3)
+            .bidi(|_| Ok(BidiStream::on_worker(Doubler)), [1, 2]);
+        assert_eq!(answer.messages, [2, 4, 0]);
         assert_eq!(answer.status().code(), Code::Cancelled);
         let answer = call.bidi(
             |ctx| {

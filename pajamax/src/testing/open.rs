@@ -141,7 +141,10 @@ where
 {
     /// Sends `request` to the handler: on the worker, it runs now; to a
     /// thread, the request is queued for it, waiting while its queue is
-    /// full. `false` if the call has ended (the request goes nowhere).
+    /// full. `false` if the call had ended (the request goes nowhere);
+    /// `true` if the handler got it, though the call may end with it (the
+    /// handler failed, or the client cancelled after the answers it asked
+    /// for: [`TestCall::cancel_after`]).
     pub fn send(&mut self, request: Req) -> bool {
         if self.ended {
             return false;
@@ -157,7 +160,7 @@ where
                 let taken = handler.on_message(&mut ctx, &request.encode_to_vec(), &mut out);
                 drop(ctx);
                 self.took(&out, taken);
-                !self.ended
+                true
             }
             Side::Thread(shared) => {
                 let shared = shared.clone();
@@ -270,7 +273,7 @@ where
             .messages
             .extend(decode_all::<Resp>(&out.messages));
         if let Some(n) = self.call.cancel_after {
-            if self.answer.messages.len() > n {
+            if self.answer.messages.len() >= n {
                 self.answer.messages.truncate(n);
                 self.end(Status::cancelled("the client cancelled the call"));
                 return;
@@ -409,7 +412,7 @@ mod tests {
         // The handler's error ends the call: no more requests go.
         let mut call = TestCall::new().open_bidi(total);
         assert!(call.send(5));
-        assert!(!call.send(0));
+        assert!(call.send(0), "the handler got it, and failed");
         assert!(!call.send(6), "the call has ended");
         assert_eq!(call.recv(), Some(5));
         assert_eq!(call.recv(), None);
@@ -474,7 +477,8 @@ mod tests {
         let twice = |_: &mut Context<'_>| Ok(BidiStream::on_worker(Twice));
         let call = TestCall::new().cancel_after(1);
         let mut open = call.open_bidi(twice);
-        assert!(!open.send(9));
+        assert!(open.send(9));
+        assert!(!open.send(10), "the client has cancelled");
         let answer = open.finish();
         assert_eq!(answer, call.bidi(twice, [9]));
         assert_eq!(answer.messages, [9]);

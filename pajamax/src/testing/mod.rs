@@ -196,7 +196,8 @@ impl TestCall {
     /// whatever status the handler meant to end it with), a producer on
     /// the worker is dropped, and a sink's next `send` fails, as when a
     /// client resets its stream. (A unary or client-streaming call's one
-    /// message ends it anyway.)
+    /// message ends it anyway; with `cancel_after(0)` the client cancels
+    /// before it, as before any message of a stream.)
     pub fn cancel_after(mut self, messages: usize) -> TestCall {
         self.cancel_after = Some(messages);
         self
@@ -222,6 +223,12 @@ impl TestCall {
             return run.collect(&shared, Answer::new());
         }
         let answer = Answer::from_metadata(response);
+        let result = match run.cancel_after {
+            // The client cancels before the one message, whatever the
+            // handler returned, as when a thread answers.
+            Some(0) => Err(Status::cancelled("the client cancelled the call")),
+            _ => result,
+        };
         match result {
             Ok(message) => Answer {
                 messages: vec![message],
@@ -1187,6 +1194,36 @@ mod tests {
             responses.send(&8);
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_client_that_cancels_before_any_message_ends_every_kind_of_call_cancelled() {
+        let call = TestCall::new().cancel_after(0);
+        let on_worker = call.unary(|ctx| {
+            ctx.trailers_mut().insert("x-t", "1").unwrap();
+            Ok(3u32)
+        });
+        assert!(on_worker.messages.is_empty());
+        assert_eq!(on_worker.status().code(), Code::Cancelled);
+        assert_eq!(on_worker.trailers.get("x-t"), Some("1"));
+        let failed = call.unary(|_| -> Result<u32, Status> { Err(Status::aborted("no")) });
+        assert_eq!(failed.status().code(), Code::Cancelled);
+        let deferred = call.unary(|ctx| {
+            let responder = ctx.defer();
+            std::thread::spawn(move || responder.respond(Ok(3u32)));
+            Ok(0u32)
+        });
+        assert!(deferred.messages.is_empty());
+        assert_eq!(deferred.status().code(), Code::Cancelled);
+        let streamed = call.client_stream(|_| Ok(ClientStream::on_worker(Sum(0))), [1u32, 2]);
+        assert!(streamed.messages.is_empty());
+        assert_eq!(streamed.status().code(), Code::Cancelled);
+        // One message each, with `OK`, once the client takes one.
+        let call = TestCall::new().cancel_after(1);
+        assert_eq!(call.unary(|_| Ok(3u32)).result, Ok(()));
+        let streamed = call.client_stream(|_| Ok(ClientStream::on_worker(Sum(0))), [1u32, 2]);
+        assert_eq!(streamed.messages, [3]);
+        assert_eq!(streamed.result, Ok(()));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Commands from the runtime: pings, GOAWAY and draining, closing, the
-//! output written and the room lent for a turn, and the end of every call
-//! when the connection goes.
+//! output written and the room lent for a turn, the count of unproductive
+//! frames forgiven, and the end of every call when the connection goes.
 
 use super::*;
 

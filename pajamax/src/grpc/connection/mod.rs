@@ -19,8 +19,9 @@
 //!    [`GrpcConnection::produce`] while [`GrpcConnection::wants_to_produce`]
 //!    and the socket takes more.
 //!
-//! This file holds the connection's state, the reading of requests and the
-//! call table; each other kind of work is a file of its own: `single`
+//! This file holds the connection's state and getters, the reading of
+//! requests, the call table and small helpers; each other kind of work is
+//! a file of its own (the tests in `tests`): `single`
 //! (calls with one request message), `streamed` (calls with a stream of
 //! them), `producers` (server streams pulled on the worker), `threads`
 //! (answers from other threads, and the end of each step), `time`

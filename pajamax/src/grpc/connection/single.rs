@@ -1,5 +1,6 @@
 //! Calls with one request message: unary and server-streaming calls, from
-//! their request to their handler.
+//! their request to their handler (and the observers' record of a call,
+//! which every kind shares).
 
 use super::*;
 

@@ -1393,51 +1393,6 @@ fn a_server_stream_runs_to_its_clients_deadline_on_every_path() {
     assert_eq!(conn.open_calls(), 1);
 }
 
-/// A server stream whose request is in but waits for the client to
-/// read (the answers held for its windows past the limit) is no longer
-/// under `call_timeout`'s cap: it waits, then runs, to the client's own
-/// deadline, as it would had it run at once.
-#[test]
-fn a_waiting_server_stream_is_not_held_to_the_cap() {
-    let cap = Duration::from_millis(100);
-    let mut router = Router::new();
-    router.add(Arc::new(Hold));
-    let mut config = GrpcConfig {
-        call_timeout: Some(cap),
-        ..GrpcConfig::default()
-    };
-    config.h2.max_held_bytes = 1_000;
-    let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
-    let mut client = Client::new();
-    // Windows of 0: every answer byte is held.
-    let mut input = Client::handshake(&[(0x4, 0)]);
-    let big = pajamax_test_peer::grpc::message(&prost::Message::encode_to_vec(&vec![1u8; 2_000]));
-    input.extend(client.request(1, "/test.H/Probe", &big[5..]));
-    let timeout = [("grpc-timeout", "10S")];
-    client
-        .request_headers(3, "/test.H/Hold", &timeout, false)
-        .write(&mut input);
-    Frame::data(3, &numbered(3), true).write(&mut input);
-    let t0 = Instant::now();
-    conn.recv(&input, t0);
-    hear(&mut conn, &mut client);
-    assert_eq!(conn.parks, 1, "the server stream waits");
-    // Past the cap, it still waits.
-    conn.handle_timeout(t0 + cap * 2);
-    hear(&mut conn, &mut client);
-    assert_eq!(client.heard().status(3), None, "ended at the cap");
-    // The client reads: it runs, with the client's deadline.
-    SEEN.with(|seen| seen.borrow_mut().clear());
-    let mut input = Frame::window_update(0, 1 << 20).to_bytes();
-    Frame::window_update(1, 1 << 20).write(&mut input);
-    conn.recv(&input, t0 + cap * 2);
-    hear(&mut conn, &mut client);
-    assert_eq!(client.heard().status(1), Some("0"));
-    let seen = SEEN.with(|seen| std::mem::take(&mut *seen.borrow_mut()));
-    assert_eq!(seen, [(3, Some(t0 + Duration::from_secs(10)))]);
-    assert_eq!(conn.open_calls(), 1);
-}
-
 /// A capped connection whose answers are all held (windows of 0) past
 /// `max_held_bytes` by a unary answer on stream 1: the calls after it
 /// wait to run until the client reads.

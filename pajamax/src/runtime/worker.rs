@@ -618,7 +618,6 @@ impl Worker {
             if conn.input.is_empty() && conn.input.capacity() > KEPT_INPUT {
                 conn.input = Vec::new();
             }
-            conn.grpc.tidy();
             if let Some(since) = conn.lingering_since {
                 if now.duration_since(since) > LINGER || force {
                     self.remove(slot);

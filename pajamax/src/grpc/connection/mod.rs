@@ -570,7 +570,6 @@ impl GrpcConnection {
     pub fn recv(&mut self, input: &[u8], now: Instant) -> usize {
         let mut events = std::mem::take(&mut self.events);
         let used = self.recv_at(input, Some(now), &mut events);
-        self.tidy();
         events.clear();
         if events.capacity() > KEPT_EVENTS {
             // Many connections that each once read a hundred requests at a

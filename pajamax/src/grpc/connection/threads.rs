@@ -228,19 +228,6 @@ impl GrpcConnection {
         }
     }
 
-    /// Puts right a count that only a fault could leave wrong: called now
-    /// and then (the worker's sweep; [`GrpcConnection::recv`] after every
-    /// read) rather than at every read of the worker's. (The room to
-    /// inflate or deflate a large message goes as soon as the message is
-    /// through: [`fit_room`].)
-    pub(crate) fn tidy(&mut self) {
-        if self.calls.is_empty() {
-            // No call holds metadata of its own now, whatever the count
-            // (`settle_step` asserts that the count agrees).
-            self.metadata_bytes = 0;
-        }
-    }
-
     /// Ends with `INTERNAL` the calls whose response headers went without
     /// their metadata, which the client's header list size limit would
     /// have refused (a call that ended meanwhile kept its status). Their

@@ -273,29 +273,15 @@ impl GrpcConnection {
         let Some(call) = self.calls.get_mut(stream) else {
             return;
         };
-        let out = &mut self.outgoing;
-        let encoding = call.answer_encoding();
-        if out.headers_now || !out.messages.is_empty() {
-            send_headers_once(
-                &mut self.h2,
-                &mut self.memos,
-                &mut self.overlarge,
-                stream,
-                &mut call.headers_sent,
-                &call.response.headers,
-                encoding,
-            );
-        }
-        if !out.messages.is_empty() {
-            call.response_bytes += out.messages.len() as u64;
-            let data = out.data(encoding, &mut self.deflated);
-            let sent = self.h2.send_data(stream, data, false);
-            debug_assert!(
-                sent == data.len() || self.h2.error().is_some(),
-                "delivery waits for room"
-            );
-            fit_room(&mut self.deflated);
-        }
+        send_produced(
+            &mut self.h2,
+            &mut self.memos,
+            &mut self.overlarge,
+            &mut self.deflated,
+            &mut self.outgoing,
+            stream,
+            call,
+        );
         if let State::Handling { blocked, .. } = &mut call.state {
             *blocked = call.headers_sent && self.h2.send_capacity(stream) == 0;
         }
@@ -305,25 +291,51 @@ impl GrpcConnection {
     /// Sends what the handler produced on a call already taken out of the
     /// table.
     pub(super) fn flush_outgoing(&mut self, stream: u32, call: &mut Call) {
-        let out = &mut self.outgoing;
-        if out.messages.is_empty() && !out.headers_now {
-            return;
-        }
-        let encoding = call.answer_encoding();
-        send_headers_once(
+        send_produced(
             &mut self.h2,
             &mut self.memos,
             &mut self.overlarge,
+            &mut self.deflated,
+            &mut self.outgoing,
             stream,
-            &mut call.headers_sent,
-            &call.response.headers,
-            encoding,
+            call,
         );
-        if !out.messages.is_empty() {
-            call.response_bytes += out.messages.len() as u64;
-            let data = out.data(encoding, &mut self.deflated);
-            self.h2.send_data(stream, data, false);
-            fit_room(&mut self.deflated);
-        }
+    }
+}
+
+/// Sends the response headers of `call` (once) and the messages a handler
+/// call put in `out`, if it asked for either. The pump calls a handler
+/// only while its stream takes more, so the stream takes them all.
+fn send_produced(
+    h2: &mut Connection,
+    memos: &mut response::Memos,
+    overlarge: &mut Vec<u32>,
+    deflated: &mut Vec<u8>,
+    out: &mut Outgoing,
+    stream: u32,
+    call: &mut Call,
+) {
+    if !out.headers_now && out.messages.is_empty() {
+        return;
+    }
+    let encoding = call.answer_encoding();
+    send_headers_once(
+        h2,
+        memos,
+        overlarge,
+        stream,
+        &mut call.headers_sent,
+        &call.response.headers,
+        encoding,
+    );
+    if !out.messages.is_empty() {
+        call.response_bytes += out.messages.len() as u64;
+        let data = out.data(encoding, deflated);
+        let sent = h2.send_data(stream, data, false);
+        debug_assert!(
+            sent == data.len() || h2.error().is_some(),
+            "delivery waits for room"
+        );
+        fit_room(deflated);
     }
 }

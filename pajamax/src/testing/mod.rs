@@ -542,6 +542,26 @@ impl Run {
             .is_some_and(|deadline| Instant::now() >= deadline)
     }
 
+    /// Whether the client has cancelled, taking its
+    /// [`TestCall::cancel_after`] messages of `messages` (a handler call
+    /// may send several): it then sees none of the rest, cut off here, nor
+    /// the status. A client stream's one answer (`one_answer`) ends it
+    /// anyway, as a unary call's does.
+    fn cut_at_cancel<M>(&self, messages: &mut Vec<M>, one_answer: bool) -> bool {
+        let Some(n) = self.cancel_after else {
+            return false;
+        };
+        let cancelled = if one_answer {
+            messages.len() > n
+        } else {
+            messages.len() >= n
+        };
+        if cancelled {
+            messages.truncate(n);
+        }
+        cancelled
+    }
+
     /// Sleeps until `until`, or the deadline if it is sooner.
     fn sleep_until(&self, until: Instant) {
         let until = self.deadline.map_or(until, |deadline| until.min(deadline));
@@ -664,20 +684,8 @@ impl Run {
             answer.messages.extend(decode_all::<Resp>(&out.messages));
         }
         headers_sent |= !answer.messages.is_empty();
-        if let Some(n) = self.cancel_after {
-            // A handler call may send several: the client cancels once it
-            // has taken its `n`, and sees none of the rest, nor the end
-            // (a client stream's one answer ends it anyway, as a unary
-            // call's).
-            let cancelled = if client_streaming {
-                answer.messages.len() > n
-            } else {
-                answer.messages.len() >= n
-            };
-            if cancelled {
-                answer.messages.truncate(n);
-                result = Err(Status::cancelled("the client cancelled the call"));
-            }
+        if self.cut_at_cancel(&mut answer.messages, client_streaming) {
+            result = Err(Status::cancelled("the client cancelled the call"));
         }
         Answer {
             result,

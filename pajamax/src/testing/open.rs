@@ -227,25 +227,23 @@ where
     /// deadline).
     pub fn finish(mut self) -> Answer<Resp> {
         if !self.ended {
-            match &mut self.side {
-                Side::Worker(_) if self.run.stop(&self.answer).is_some() => {
-                    let why = self.run.stop(&self.answer).expect("matched");
-                    self.end(why);
-                }
-                Side::Worker(handler) => {
+            let stopped = self.run.stop(&self.answer);
+            match (&mut self.side, stopped) {
+                (Side::Worker(_), Some(why)) => self.end(why),
+                (Side::Worker(handler), None) => {
                     let mut out = Outgoing::default();
                     let mut ctx = self.run.context(&self.call, &mut self.response, false);
                     let ended = handler.on_end(&mut ctx, &mut out);
                     drop(ctx);
                     self.took(&out, ended);
                 }
-                Side::Thread(shared) => {
+                (Side::Thread(shared), _) => {
                     let shared = shared.clone();
                     shared.end_incoming(None);
                     let answer = std::mem::replace(&mut self.answer, Answer::new());
                     self.answer = self.run.collect(&shared, answer);
                 }
-                Side::Nobody => {}
+                (Side::Nobody, _) => {}
             }
             self.ended = true;
         }
@@ -272,12 +270,9 @@ where
         self.answer
             .messages
             .extend(decode_all::<Resp>(&out.messages));
-        if let Some(n) = self.call.cancel_after {
-            if self.answer.messages.len() >= n {
-                self.answer.messages.truncate(n);
-                self.end(Status::cancelled("the client cancelled the call"));
-                return;
-            }
+        if self.run.cut_at_cancel(&mut self.answer.messages, false) {
+            self.end(Status::cancelled("the client cancelled the call"));
+            return;
         }
         if let Err(status) = result {
             self.end(status);

@@ -1303,49 +1303,11 @@ fn a_server_stream_runs_to_its_clients_deadline_on_every_path() {
     let mut client = Client::new();
     let t0 = Instant::now();
     let t1 = t0 + Duration::from_millis(50);
-    let timeout = [("grpc-timeout", "10S")];
+    let [first, second] = every_path_requests(&mut client, 1);
     let mut input = Client::handshake(&[]);
-    // Streams 1 to 11 share one head; the first ones read it anew,
-    // the later ones repeat it.
-    for stream in [1, 3, 5, 7, 9, 11] {
-        let block = client.request_block("/test.H/Hold", &timeout);
-        Frame::headers(stream, &block, false).write(&mut input);
-    }
-    Frame::data(1, &numbered(1), true).write(&mut input);
-    Frame::data(9, &numbered(9), true).write(&mut input);
-    Frame::data(11, &numbered(11)[..3], false).write(&mut input);
+    input.extend(first);
     conn.recv(&input, t0);
-    let mut input = Vec::new();
-    for stream in [3, 5, 7] {
-        Frame::data(stream, &numbered(stream), true).write(&mut input);
-    }
-    Frame::data(11, &numbered(11)[3..], true).write(&mut input);
-    // A compressed request, its head at t1.
-    let gzip = [("grpc-timeout", "10S"), ("grpc-encoding", "gzip")];
-    client
-        .request_headers(13, "/test.H/Hold", &gzip, false)
-        .write(&mut input);
-    Frame::data(
-        13,
-        &gzipped(&prost::Message::encode_to_vec(&vec![13u8])),
-        true,
-    )
-    .write(&mut input);
-    // Without a deadline of its own, and with one shorter than the cap.
-    client
-        .request_headers(15, "/test.H/Hold", &[], false)
-        .write(&mut input);
-    Frame::data(15, &numbered(15), true).write(&mut input);
-    client
-        .request_headers(17, "/test.H/Hold", &[("grpc-timeout", "80m")], false)
-        .write(&mut input);
-    Frame::data(17, &numbered(17), true).write(&mut input);
-    // A unary call keeps the cap.
-    client
-        .request_headers(19, "/test.H/Probe", &timeout, false)
-        .write(&mut input);
-    Frame::data(19, &numbered(19), true).write(&mut input);
-    conn.recv(&input, t1);
+    conn.recv(&second, t1);
     conn.produce(t1);
 
     let mut seen = SEEN.with(|seen| std::mem::take(&mut *seen.borrow_mut()));
@@ -1412,12 +1374,54 @@ fn crowded_capped_connection(cap: Duration) -> (GrpcConnection, Client, Vec<u8>)
     (conn, client, input)
 }
 
+/// Requests of `Hold` on every path, on streams 1 + 2k from `first`: a
+/// new head and repeated ones (light records) of `grpc-timeout: 10S`, with
+/// the body in the same read, a later one, or in pieces across both;
+/// compressed; without a deadline of its own; with one shorter than the
+/// cap (`80m`); and a unary `Probe`. Returns the two reads: the heads of
+/// the first six and some bodies, then the rest (the compressed request's
+/// head and those after it come in the second).
+fn every_path_requests(client: &mut Client, first: u32) -> [Vec<u8>; 2] {
+    let s = |k: u32| first + 2 * k;
+    let timeout = [("grpc-timeout", "10S")];
+    let mut one = Vec::new();
+    // The first head is read anew, the others repeat it.
+    for k in 0..6 {
+        let block = client.request_block("/test.H/Hold", &timeout);
+        Frame::headers(s(k), &block, false).write(&mut one);
+    }
+    for k in 0..3 {
+        Frame::data(s(k), &numbered(s(k)), true).write(&mut one);
+    }
+    Frame::data(s(5), &numbered(s(5))[..3], false).write(&mut one);
+    let mut two = Vec::new();
+    Frame::data(s(3), &numbered(s(3)), true).write(&mut two);
+    Frame::data(s(4), &numbered(s(4)), true).write(&mut two);
+    Frame::data(s(5), &numbered(s(5))[3..], true).write(&mut two);
+    let gzip = [("grpc-timeout", "10S"), ("grpc-encoding", "gzip")];
+    client
+        .request_headers(s(6), "/test.H/Hold", &gzip, false)
+        .write(&mut two);
+    let message = prost::Message::encode_to_vec(&vec![s(6) as u8]);
+    Frame::data(s(6), &gzipped(&message), true).write(&mut two);
+    client
+        .request_headers(s(7), "/test.H/Hold", &[], false)
+        .write(&mut two);
+    Frame::data(s(7), &numbered(s(7)), true).write(&mut two);
+    client
+        .request_headers(s(8), "/test.H/Hold", &[("grpc-timeout", "80m")], false)
+        .write(&mut two);
+    Frame::data(s(8), &numbered(s(8)), true).write(&mut two);
+    client
+        .request_headers(s(9), "/test.H/Probe", &timeout, false)
+        .write(&mut two);
+    Frame::data(s(9), &numbered(s(9)), true).write(&mut two);
+    [one, two]
+}
+
 /// Requests that wait to run on a crowded capped connection, on every
-/// path: a new head and repeated ones (light records), with the body in
-/// the same read, a later one, or in pieces across both; compressed;
-/// without a deadline of its own; with one shorter than the cap; and a
-/// unary call. Their heads come at `t0`, but the compressed one and
-/// those after it at `t1`.
+/// path ([`every_path_requests`] from stream 3), the heads of the first
+/// read at `t0`, the rest at `t1`.
 fn park_every_path(
     conn: &mut GrpcConnection,
     client: &mut Client,
@@ -1425,43 +1429,10 @@ fn park_every_path(
     t0: Instant,
     t1: Instant,
 ) {
-    let timeout = [("grpc-timeout", "10S")];
-    for stream in [3, 5, 7, 9, 11, 13] {
-        let block = client.request_block("/test.H/Hold", &timeout);
-        Frame::headers(stream, &block, false).write(&mut input);
-    }
-    for stream in [3, 5, 7] {
-        Frame::data(stream, &numbered(stream), true).write(&mut input);
-    }
-    Frame::data(13, &numbered(13)[..3], false).write(&mut input);
+    let [first, second] = every_path_requests(client, 3);
+    input.extend(first);
     conn.recv(&input, t0);
-    let mut input = Vec::new();
-    Frame::data(9, &numbered(9), true).write(&mut input);
-    Frame::data(11, &numbered(11), true).write(&mut input);
-    Frame::data(13, &numbered(13)[3..], true).write(&mut input);
-    let gzip = [("grpc-timeout", "10S"), ("grpc-encoding", "gzip")];
-    client
-        .request_headers(15, "/test.H/Hold", &gzip, false)
-        .write(&mut input);
-    Frame::data(
-        15,
-        &gzipped(&prost::Message::encode_to_vec(&vec![15u8])),
-        true,
-    )
-    .write(&mut input);
-    client
-        .request_headers(17, "/test.H/Hold", &[], false)
-        .write(&mut input);
-    Frame::data(17, &numbered(17), true).write(&mut input);
-    client
-        .request_headers(19, "/test.H/Hold", &[("grpc-timeout", "80m")], false)
-        .write(&mut input);
-    Frame::data(19, &numbered(19), true).write(&mut input);
-    client
-        .request_headers(21, "/test.H/Probe", &timeout, false)
-        .write(&mut input);
-    Frame::data(21, &numbered(21), true).write(&mut input);
-    conn.recv(&input, t1);
+    conn.recv(&second, t1);
     hear(conn, client);
     assert_eq!(conn.parks, 10, "every call after the first waits");
     assert!(SEEN.with(|seen| seen.borrow().iter().all(|&(n, _)| n == 1)));

@@ -117,4 +117,27 @@ impl GrpcConnection {
         }
         self.recycle(call);
     }
+
+    /// Lets go of a call the client reset, or whose connection closed: its
+    /// thread, if any, learns why, and observers see it `CANCELLED`.
+    pub(super) fn end_cancelled(&mut self, call: Box<Call>, reason: CancelReason) {
+        if let State::Remote(remote) = &call.state {
+            remote.shared.cancel(reason);
+        }
+        if let (true, Some(route)) = (self.observing, call.route) {
+            // A call reset before its handler ran has no start.
+            let started = call.started.unwrap_or_else(Instant::now);
+            let (request, response) = (call.request_bytes, call.response_bytes);
+            self.observe(route, Code::Cancelled, started, request, response);
+        }
+        self.recycle(call);
+    }
+
+    /// Observers see a call that waited for its body as a light record,
+    /// reset or left by its connection, `CANCELLED`, with no start.
+    pub(super) fn observe_waiting_cancelled(&self, waiting: &Waiting) {
+        if self.observing {
+            self.observe(waiting.head.route, Code::Cancelled, Instant::now(), 0, 0);
+        }
+    }
 }

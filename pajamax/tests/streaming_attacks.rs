@@ -315,6 +315,38 @@ async fn a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whol
     common::stop(server).await;
 }
 
+/// As `a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whole`,
+/// for a stream sent from another thread: once the client's windows, which
+/// it can no longer open, are used up, the connection closes and the
+/// thread's `send` fails, instead of the thread waiting for credit (and the
+/// connection staying open) for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_streaming_past_the_windows_of_a_client_that_sent_its_fin_is_let_go() {
+    use common::raw::RawPeer;
+    use prost::Message;
+
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    let request = Ask {
+        count: 20_000,
+        size: 10,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    let heard = tokio::task::spawn_blocking(move || {
+        RawPeer::ask_then_fin(addr, "/test.Streams/CountThread", &request)
+    })
+    .await
+    .unwrap();
+    assert!(heard.closed, "the connection was kept: {heard:?}");
+    assert_eq!(heard.data_bytes, 65_535, "{heard:?}");
+    wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.threads_done.load(Ordering::SeqCst), 0);
+    good_client_is_served(&server).await;
+    common::stop(server).await;
+}
+
 /// Request messages queued for handlers on other threads are bounded per
 /// connection, not only per call: a client that opens many client streams
 /// served on threads that do not read (yet), and sends each a gzip bomb

@@ -347,6 +347,72 @@ async fn a_thread_streaming_past_the_windows_of_a_client_that_sent_its_fin_is_le
     common::stop(server).await;
 }
 
+/// As `a_thread_streaming_past_the_windows_of_a_client_that_sent_its_fin_is_let_go`,
+/// with many such streams: together they hold more than the connection's
+/// credit for its sinks, so some threads wait for credit with nothing of
+/// theirs held yet. The streams whose bytes wait for windows the client can
+/// no longer open end, their credit goes to the others, and every thread
+/// learns its call ended; the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_streaming_past_the_windows_of_a_client_that_sent_its_fin_all_end() {
+    use common::raw::{frame_bytes, RawPeer};
+    use pajamax_test_peer::frame::{kind, setting};
+    use prost::Message;
+
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    let streams = 100u32;
+    let request = Ask {
+        endless: true,
+        size: 1000,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    let heard = tokio::task::spawn_blocking(move || {
+        // Small stream windows, a connection window that never runs out.
+        let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 1024)]);
+        let mut bytes = frame_bytes(kind::WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes());
+        for i in 0..streams {
+            bytes.extend(peer.request(1 + 2 * i, "/test.Streams/CountThread", &request));
+        }
+        peer.send(&bytes);
+        // The sinks fill their streams' send buffers and the connection's
+        // credit meanwhile.
+        let before = peer.listen(Duration::from_millis(500), |_| false);
+        // One more call, whose one small answer fits its window, once the
+        // credit is spent: it finishes with the credit of the others.
+        let small = Ask {
+            count: 1,
+            size: 10,
+            ..Ask::default()
+        }
+        .encode_to_vec();
+        let last = 1 + 2 * streams;
+        let bytes = peer.request(last, "/test.Streams/CountThread", &small);
+        peer.send(&bytes);
+        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+        let after = peer.listen(Duration::from_secs(10), |h| h.closed);
+        (before, after, last)
+    })
+    .await
+    .unwrap();
+    let (before, heard, last) = heard;
+    assert!(heard.closed, "the connection was kept: {heard:?}");
+    assert!(
+        before.statuses.is_empty(),
+        "no call ended before the FIN: {before:?}"
+    );
+    assert_eq!(heard.statuses, [(last, "0".to_owned())], "{heard:?}");
+    wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == streams as usize).await;
+    assert_eq!(
+        seen.sends_cancelled.load(Ordering::SeqCst),
+        streams as usize
+    );
+    assert_eq!(seen.threads_done.load(Ordering::SeqCst), 1);
+    good_client_is_served(&server).await;
+    common::stop(server).await;
+}
+
 /// Request messages queued for handlers on other threads are bounded per
 /// connection, not only per call: a client that opens many client streams
 /// served on threads that do not read (yet), and sends each a gzip bomb

@@ -902,15 +902,20 @@ fn serve(
     if produce(conn, again, slot).is_err() {
         return Outcome::Closed;
     }
-    if conn.read_ended
-        && !output_waits(conn)
-        && !conn.grpc.wants_to_produce()
-        && conn.grpc.poll_timeout().is_none()
-        && !conn.grpc.awaits_other_threads()
-    {
-        // Nothing more goes out without the peer, which can no longer
-        // open its windows or send: done.
-        return Outcome::Closed;
+    if conn.read_ended {
+        // The peer can no longer open its windows or send: what waits for
+        // its windows ends, and once nothing more goes out without it, the
+        // connection is done.
+        if conn.grpc.end_calls_stuck_on_windows() && flush(conn).is_err() {
+            return Outcome::Closed;
+        }
+        if !output_waits(conn)
+            && !conn.grpc.wants_to_produce()
+            && conn.grpc.poll_timeout().is_none()
+            && !conn.grpc.awaits_other_threads()
+        {
+            return Outcome::Closed;
+        }
     }
     if conn.grpc.is_closed() && !output_waits(conn) && conn.lingering_since.is_none() {
         #[cfg(feature = "tls")]

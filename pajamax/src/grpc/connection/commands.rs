@@ -91,6 +91,32 @@ impl GrpcConnection {
         self.h2.forgive_unproductive();
     }
 
+    /// Once the client has shut its sending half: ends the calls served on
+    /// other threads whose streams hold answer bytes for its windows, which
+    /// it can no longer open (their threads learn the connection closed,
+    /// the client gets RST_STREAM(CANCEL)), and gives the connection's
+    /// credit their sinks held to the others, which may still finish.
+    /// Returns whether it ended any.
+    pub fn end_calls_stuck_on_windows(&mut self) -> bool {
+        let stuck: Vec<u32> = self
+            .calls
+            .iter()
+            .filter(|&(stream, call)| {
+                matches!(call.state, State::Remote(_)) && self.h2.buffered(stream) != 0
+            })
+            .map(|(stream, _)| stream)
+            .collect();
+        for &stream in &stuck {
+            let call = self.take_call(stream).expect("listed above");
+            self.h2.reset_stream(stream, Reason::CANCEL);
+            self.end_cancelled(call, CancelReason::ConnectionClosed);
+        }
+        if !stuck.is_empty() {
+            self.settle_at(None);
+        }
+        !stuck.is_empty()
+    }
+
     /// Forgets every call, each ended cancelled (its thread told the
     /// connection closed): the connection has failed, or goes.
     #[cold]

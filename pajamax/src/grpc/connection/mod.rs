@@ -486,17 +486,16 @@ impl GrpcConnection {
     /// and nothing of its answer waits for the client's windows. A request
     /// has ended once the client has ended it, even while its last
     /// messages wait on the worker for room in the thread's queue: the
-    /// thread makes that room without the client. Nothing waits for the
-    /// client's windows once its stream holds none of its bytes for them
-    /// either: a thread whose bytes are held there waits for credit that
-    /// only the client's WINDOW_UPDATE brings.
+    /// thread makes that room without the client. Once the client has shut
+    /// its sending half, call [`GrpcConnection::end_calls_stuck_on_windows`]
+    /// first: a call whose stream holds bytes for the client's windows
+    /// waits for a WINDOW_UPDATE that cannot come.
     pub fn awaits_other_threads(&self) -> bool {
-        self.calls.iter().any(|(stream, call)| {
+        self.calls.values().any(|call| {
             matches!(&call.state, State::Remote(remote)
                 if (!remote.incoming || call.recv_done)
                     && remote.backlog.is_empty()
-                    && remote.finish.is_none()
-                    && self.h2.buffered(stream) == 0)
+                    && remote.finish.is_none())
         })
     }
 

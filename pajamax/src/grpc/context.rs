@@ -96,8 +96,7 @@ impl<'a> Context<'a> {
     /// A context over the given call facts.
     ///
     /// ```
-    /// use pajamax::grpc::context::{Context, ResponseMetadata};
-    /// use pajamax::grpc::metadata::Metadata;
+    /// use pajamax::{Context, Metadata, ResponseMetadata};
     /// let request = Metadata::new();
     /// let mut response = ResponseMetadata::default();
     /// let mut ctx = Context::new(&request, None, None, &mut response);

@@ -173,8 +173,7 @@ impl Hooks {
 /// #     fn name(&self) -> &'static str { "demo.Demo" }
 /// #     fn methods(&self) -> &'static [pajamax::Method] { &[] }
 /// # }
-/// use pajamax::grpc::intercept::{CallInfo, Intercepted};
-/// use pajamax::{Context, Status};
+/// use pajamax::{CallInfo, Context, Intercepted, Status};
 ///
 /// let only_admins = |_: &CallInfo<'_>, ctx: &mut Context<'_>| match ctx.metadata().get("x-role") {
 ///     Some("admin") => Ok(()),

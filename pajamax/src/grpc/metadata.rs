@@ -12,7 +12,7 @@ use std::fmt;
 /// [`Metadata::insert_bin`] do the encoding.
 ///
 /// ```
-/// let mut md = pajamax::grpc::metadata::Metadata::new();
+/// let mut md = pajamax::Metadata::new();
 /// md.insert("x-user", "alice").unwrap();
 /// md.insert_bin("x-token-bin", &[0, 1, 2]).unwrap();
 /// assert_eq!(md.get("x-user"), Some("alice"));

@@ -318,7 +318,8 @@ impl<'a> Context<'a> {
             .map(|deadline| deadline.saturating_duration_since(Instant::now()))
     }
 
-    /// The client's address.
+    /// The client's address; `None` for a call on a Unix socket
+    /// ([`Builder::bind_unix`](crate::Builder::bind_unix)).
     pub fn peer_addr(&self) -> Option<SocketAddr> {
         self.peer
     }

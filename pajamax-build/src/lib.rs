@@ -298,7 +298,8 @@ impl Builder {
     ///
     /// ```no_run
     /// let mut config = prost_build::Config::new();
-    /// config.type_attribute(".", "#[derive(Eq, Hash)]");
+    /// // prost derives `Eq` and `Hash` itself where the fields allow it.
+    /// config.type_attribute(".helloworld", "#[derive(PartialOrd)]");
     /// pajamax_build::configure()
     ///     .prost_config(config)
     ///     .compile(&["proto/helloworld.proto"], &["proto"])?;

@@ -389,9 +389,7 @@ mod tests {
     use super::*;
     use crate::grpc_testing::test_service_server::TestServiceServer;
     use crate::grpc_testing::BoolValue;
-    use pajamax::grpc::context::ResponseMetadata;
-    use pajamax::grpc::metadata::Metadata;
-    use pajamax::{Reply, Service};
+    use pajamax::{Metadata, Reply, ResponseMetadata, Service};
     use prost::Message;
 
     /// Calls method `name` the way the server does; gives the encoded answer

@@ -133,9 +133,7 @@ mod tests {
     use super::*;
     use echo::echo_server::EchoServer;
     use helloworld::greeter_server::GreeterServer;
-    use pajamax::grpc::context::{Context, ResponseMetadata};
-    use pajamax::grpc::metadata::Metadata;
-    use pajamax::{Code, Reply, Service};
+    use pajamax::{Code, Context, Metadata, Reply, ResponseMetadata, Service};
     use prost::Message;
 
     /// Calls method `name` of `service` the way the server does, with the

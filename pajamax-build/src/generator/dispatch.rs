@@ -508,7 +508,7 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
             }
 
             #trailers_doc
-            pub fn trailers_mut(&mut self) -> &mut pajamax::grpc::metadata::Metadata {
+            pub fn trailers_mut(&mut self) -> &mut pajamax::Metadata {
                 #trailers_body
             }
 
@@ -531,7 +531,7 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
             #handle
 
             #trailers_doc
-            pub fn trailers_mut(&mut self) -> &mut pajamax::grpc::metadata::Metadata {
+            pub fn trailers_mut(&mut self) -> &mut pajamax::Metadata {
                 self.answer.trailers_mut()
             }
 

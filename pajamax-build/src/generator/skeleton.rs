@@ -194,7 +194,7 @@ fn service_impl(code: &ServiceCode<'_>, server: &Server, routes: &Routes) -> Tok
                 method: usize,
                 ctx: &mut pajamax::Context<'_>,
                 request: &[u8],
-            ) -> ::core::result::Result<pajamax::grpc::streaming::RawServerStream, pajamax::Status> {
+            ) -> ::core::result::Result<pajamax::RawServerStream, pajamax::Status> {
                 #body
             }
         }
@@ -206,7 +206,7 @@ fn service_impl(code: &ServiceCode<'_>, server: &Server, routes: &Routes) -> Tok
                 &self,
                 method: usize,
                 #ctx: &mut pajamax::Context<'_>,
-            ) -> ::core::result::Result<pajamax::grpc::streaming::RawInbound, pajamax::Status> {
+            ) -> ::core::result::Result<pajamax::RawInbound, pajamax::Status> {
                 #body
             }
         }
@@ -217,7 +217,7 @@ fn service_impl(code: &ServiceCode<'_>, server: &Server, routes: &Routes) -> Tok
                 &self,
                 method: usize,
                 #ctx: &mut pajamax::Context<'_>,
-            ) -> ::core::result::Result<pajamax::grpc::streaming::RawInbound, pajamax::Status> {
+            ) -> ::core::result::Result<pajamax::RawInbound, pajamax::Status> {
                 #body
             }
         }

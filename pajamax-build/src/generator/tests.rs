@@ -439,14 +439,14 @@ fn local_mode_serves_each_kind_through_its_entry_point() {
     );
     assert_eq!(
         sig.output,
-        format!("{RESULT}<pajamax::grpc::streaming::RawServerStream,pajamax::Status>")
+        format!("{RESULT}<pajamax::RawServerStream,pajamax::Status>")
     );
     for name in ["client_streaming", "bidi_streaming"] {
         let sig = signature(&entry(name).sig);
         assert_eq!(sig.args, ["method:usize", "ctx:&mutpajamax::Context<'_>"]);
         assert_eq!(
             sig.output,
-            format!("{RESULT}<pajamax::grpc::streaming::RawInbound,pajamax::Status>")
+            format!("{RESULT}<pajamax::RawInbound,pajamax::Status>")
         );
     }
 
@@ -630,7 +630,7 @@ fn dispatch_mode_has_the_expected_items() {
     let sig = signature(&impl_fn(call_impl, "into_parts").sig);
     assert_eq!(sig.output, "(DictStoreRequest,DictStoreAnswer)");
     let sig = signature(&impl_fn(call_impl, "trailers_mut").sig);
-    assert_eq!(sig.output, "&mutpajamax::grpc::metadata::Metadata");
+    assert_eq!(sig.output, "&mutpajamax::Metadata");
     // handle runs the shard method with the matching answer.
     let handle = compact(&impl_fn(call_impl, "handle").block);
     assert!(handle.contains(

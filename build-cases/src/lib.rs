@@ -59,7 +59,7 @@ pub mod dispatch {
     }
 }
 
-/// proto2, proto3 `optional`, editions, and prost-build configuration.
+/// proto2, proto3 `optional`, and prost-build configuration.
 pub mod extra {
     include!(concat!(env!("OUT_DIR"), "/extra/extra_include.rs"));
 }

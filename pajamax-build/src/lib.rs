@@ -62,8 +62,11 @@
 //! `google.protobuf.Empty` is `()`, as in prost. Proto comments become doc
 //! comments, on messages and services alike; a code block in one (an
 //! indented command line, a fenced example) becomes a `text` block, so it
-//! never runs as a doctest of the crate that includes the code. Two rpcs whose Rust names meet give a `compile_error!` naming
-//! the name. A service named `Self` has the trait `Self_`, as prost names
+//! never runs as a doctest of the crate that includes the code. A block
+//! fenced as ```` ```rust ```` is the exception: prost keeps it Rust and
+//! marks it `compile_fail`, so `cargo test --doc` fails on one that
+//! compiles; fence such examples as `text` in the proto. Two rpcs whose
+//! Rust names meet give a `compile_error!` naming the name. A service named `Self` has the trait `Self_`, as prost names
 //! it, and `SelfServer` (`SelfShard`, ... in dispatch mode); one named `T`
 //! has `TServer<H: T>`.
 //!

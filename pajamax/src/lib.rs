@@ -318,6 +318,10 @@ pub use tls::{TlsConfig, TlsReloader};
 ///
 /// A package that uses no other package's types may sit in any module
 /// (`pub mod grpc_testing { pajamax::include_proto!("grpc.testing"); }`).
+/// A part of a package name that is a Rust keyword is written escaped, as
+/// prost names the file: `include_proto!("foo.r#type.v1")` for
+/// `package foo.type.v1;`.
+///
 /// The well-known types (`google.protobuf.Timestamp`, `Duration`, `Any`...)
 /// are those of the `prost-types` crate, which the crate then needs as a
 /// dependency; `google.protobuf.Empty` is `()`.

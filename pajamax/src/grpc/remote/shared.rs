@@ -318,7 +318,10 @@ impl Shared {
     }
 
     /// Waits for the next request message; `Ok(None)` once the client is
-    /// done.
+    /// done, unless the call was cancelled since (reset by the client, past
+    /// its deadline, or its connection gone): the messages queued before
+    /// come first, then the cancellation, as for a call cancelled while the
+    /// client was still sending.
     pub(super) fn take_incoming(&self) -> Result<Option<Vec<u8>>, Status> {
         let mut state = lock(&self.state);
         loop {
@@ -337,9 +340,12 @@ impl Shared {
                 return Ok(Some(message));
             }
             if let Some(end) = &state.incoming_end {
-                return match end {
-                    None => Ok(None),
-                    Some(status) => Err(status.clone()),
+                return match (end, state.cancelled) {
+                    (Some(status), _) => Err(status.clone()),
+                    (None, Some(reason)) if reason != CancelReason::Ended => {
+                        Err(Cancelled { reason }.into())
+                    }
+                    (None, _) => Ok(None),
                 };
             }
             if let Some(reason) = state.cancelled {

@@ -15,7 +15,10 @@ use std::time::Instant;
 ///
 /// Iterating blocks until the next message arrives and ends when the client
 /// is done. An item is an error when a message does not decode
-/// (`INTERNAL`) or the call has ended ([`Cancelled`](super::Cancelled) as a status);
+/// (`INTERNAL`) or the call has ended ([`Cancelled`](super::Cancelled) as a status),
+/// also once the client is done if the call was cancelled since (reset,
+/// past its deadline, its connection gone), as grpc-go's `Recv` returns
+/// the call's cancellation (tonic drops the handler of a call reset);
 /// nothing follows an error. Taking messages is what lets the client send
 /// more: its flow-control window opens as the queue empties. Dropping it
 /// lets go of the requests: those not taken yet, and those the client

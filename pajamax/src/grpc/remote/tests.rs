@@ -3,6 +3,7 @@
 
 use super::credit::Take;
 use super::*;
+use crate::grpc::status::Code;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -814,4 +815,32 @@ fn incoming_messages_are_bounded_and_resume_when_taken() {
     assert!(matches!(parts[0].part, Part::Resume));
     shared.end_incoming(None);
     assert!(requests.next().is_none());
+}
+
+/// A request stream the client ended and then cancelled (reset, deadline,
+/// connection gone) yields the messages queued before, then the
+/// cancellation, not a clean end: the thread does not take the request
+/// for complete and answered. A call the server ended itself (its answer
+/// complete) still ends cleanly once the client is done.
+#[test]
+fn a_request_stream_ended_then_cancelled_ends_with_the_cancellation() {
+    let (inbox, _) = counting_inbox();
+    let message = [0, 0, 0, 0, 2, 0x08, 5];
+    for (reason, code) in [
+        (CancelReason::Cancelled, Some(Code::Cancelled)),
+        (CancelReason::DeadlineExceeded, Some(Code::DeadlineExceeded)),
+        (CancelReason::ConnectionClosed, Some(Code::Unavailable)),
+        (CancelReason::Ended, None),
+    ] {
+        let (_queued, call) = sharing_a_queue(&inbox, 100, 100);
+        let shared = call(1);
+        let mut requests = Streaming::<u32>::new(Some(shared.clone()));
+        assert_eq!(shared.offer(&message), Offered::Queued);
+        shared.end_incoming(None);
+        shared.cancel(reason);
+        assert_eq!(requests.next().map(|m| m.ok()), Some(Some(5)), "{reason:?}");
+        let end = requests.next().map(|m| m.map_err(|status| status.code()));
+        assert_eq!(end, code.map(Err), "{reason:?}");
+        assert!(requests.next().is_none(), "{reason:?}");
+    }
 }

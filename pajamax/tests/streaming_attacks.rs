@@ -296,23 +296,31 @@ async fn a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whol
     assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 0);
     // A stream larger than the windows, which the client can no longer
     // open, ends with the connection once the windows are used up.
+    ask_past_the_windows_then_fin(addr, "/test.Streams/Count").await;
+    wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 1);
+    good_client_is_served(&server).await;
+    common::stop(server).await;
+}
+
+/// Asks `path` for a server stream larger than the client's first windows,
+/// sends the FIN at once, and checks that the windows' worth of DATA came
+/// and the connection closed: the windows can no longer open.
+async fn ask_past_the_windows_then_fin(addr: std::net::SocketAddr, path: &'static str) {
+    use common::raw::RawPeer;
+    use prost::Message;
+
     let request = Ask {
         count: 20_000,
         size: 10,
         ..Ask::default()
     }
     .encode_to_vec();
-    let heard = tokio::task::spawn_blocking(move || {
-        RawPeer::ask_then_fin(addr, "/test.Streams/Count", &request)
-    })
-    .await
-    .unwrap();
+    let heard = tokio::task::spawn_blocking(move || RawPeer::ask_then_fin(addr, path, &request))
+        .await
+        .unwrap();
     assert!(heard.closed, "the connection was kept: {heard:?}");
     assert_eq!(heard.data_bytes, 65_535, "{heard:?}");
-    wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == 1).await;
-    assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 1);
-    good_client_is_served(&server).await;
-    common::stop(server).await;
 }
 
 /// As `a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whole`,
@@ -322,24 +330,8 @@ async fn a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whol
 /// connection staying open) for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_streaming_past_the_windows_of_a_client_that_sent_its_fin_is_let_go() {
-    use common::raw::RawPeer;
-    use prost::Message;
-
     let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
-    let addr = server.local_addr();
-    let request = Ask {
-        count: 20_000,
-        size: 10,
-        ..Ask::default()
-    }
-    .encode_to_vec();
-    let heard = tokio::task::spawn_blocking(move || {
-        RawPeer::ask_then_fin(addr, "/test.Streams/CountThread", &request)
-    })
-    .await
-    .unwrap();
-    assert!(heard.closed, "the connection was kept: {heard:?}");
-    assert_eq!(heard.data_bytes, 65_535, "{heard:?}");
+    ask_past_the_windows_then_fin(server.local_addr(), "/test.Streams/CountThread").await;
     wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == 1).await;
     assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 1);
     assert_eq!(seen.threads_done.load(Ordering::SeqCst), 0);

@@ -228,8 +228,9 @@ impl Builder {
 
     /// How long the calls of a connection retired by
     /// [`max_connection_age`](Builder::max_connection_age) have to finish
-    /// before they are ended with UNAVAILABLE and the connection closed.
-    /// Default: as long as they take.
+    /// before they are ended with UNAVAILABLE and the connection closed; a
+    /// connection whose client does not take that last output is dropped
+    /// at the next sweep. Default: as long as they take.
     pub fn max_connection_age_grace(mut self, grace: Duration) -> Builder {
         self.config.max_connection_age_grace = Some(grace);
         self

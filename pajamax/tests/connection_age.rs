@@ -185,3 +185,42 @@ async fn an_age_too_large_for_a_clock_retires_nothing() {
     assert_eq!(server.connections_per_worker().len(), 1);
     common::stop(server).await;
 }
+
+/// A client that opened its windows wide, asked for an endless stream and
+/// reads nothing: once the grace is over its connection is closed, and
+/// dropped since its client does not take the last output, instead of
+/// staying open for as long as the client does not read.
+#[test]
+fn a_connection_past_the_grace_whose_client_does_not_read_is_dropped() {
+    use pajamax::h2::frame::setting;
+    use prost::Message;
+
+    for method in ["Count", "CountThread"] {
+        let (server, _seen) = streams::start(
+            pajamax::Server::builder()
+                .workers(1)
+                .max_connection_age(Duration::from_millis(100))
+                .max_connection_age_grace(Duration::from_millis(200)),
+        );
+        let addr = server.local_addr();
+        let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 1 << 30)]);
+        let mut bytes = frame_bytes(kind::WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes());
+        let endless = Ask {
+            endless: true,
+            size: 16 << 10,
+            ..Ask::default()
+        }
+        .encode_to_vec();
+        bytes.extend(peer.request(1, &format!("/test.Streams/{method}"), &endless));
+        peer.send(&bytes);
+        // Age and grace are over within half a second, give or take a
+        // sweep.
+        let deadline = std::time::Instant::now() + WAIT;
+        while server.connections() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(server.connections(), 0, "{method}: the connection is kept");
+        drop(peer);
+        server.shutdown();
+    }
+}

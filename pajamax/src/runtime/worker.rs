@@ -107,9 +107,11 @@ struct Conn {
     error_counted: bool,
     /// When the write side was shut down after the final GOAWAY.
     lingering_since: Option<Instant>,
-    /// The shutdown's grace period ended with the connection still open:
+    /// The shutdown's grace period, or the connection's
+    /// `max_connection_age_grace`, ended with the connection still open:
     /// it was closed, and the next sweep drops it if its output has not
-    /// left by then.
+    /// left by then (a client that does not read would otherwise hold it
+    /// for good).
     forced: bool,
     /// The time this connection is on the worker's timer for.
     timer: Option<Instant>,
@@ -659,6 +661,14 @@ impl Worker {
                 self.again.push(slot);
                 continue;
             }
+            if conn.forced {
+                // Closed at the end of its `max_connection_age_grace`: its
+                // client has not taken the last output since.
+                if output_waits(conn) {
+                    self.remove(slot);
+                }
+                continue;
+            }
             if !conn.grpc.handshake_done()
                 && now.duration_since(conn.opened) > self.config.handshake_timeout
             {
@@ -682,6 +692,7 @@ impl Worker {
                         "max connection age grace period over",
                     );
                     conn.retired_since = None;
+                    conn.forced = true;
                     self.again.push(slot);
                     continue;
                 }

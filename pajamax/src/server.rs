@@ -167,7 +167,8 @@ impl Builder {
     /// client sent before it saw the GOAWAY is still answered: the
     /// connection closes once the client has answered the GOAWAY's PING and
     /// that call is done. A client that answers nothing is closed a second
-    /// idle timeout later. Zero makes [`bind`](Builder::bind) fail with
+    /// idle timeout later, and dropped at the next sweep if it does not
+    /// take that last output. Zero makes [`bind`](Builder::bind) fail with
     /// `InvalidInput`.
     pub fn idle_timeout(mut self, timeout: Duration) -> Builder {
         self.config.idle_timeout = Some(timeout);

@@ -311,3 +311,38 @@ async fn a_client_whose_reading_is_paused_is_not_pinged_away() {
     assert_eq!(last.status(2001), Some("0"), "{last:?}");
     common::stop(server).await;
 }
+
+/// A client that asked for more than the socket takes and reads nothing,
+/// so that the server stops reading from it, is closed by the idle
+/// timeout once its calls are answered, and dropped since it does not
+/// take that last output, instead of being held for as long as it does
+/// not read.
+#[test]
+fn an_idle_client_that_reads_nothing_is_dropped() {
+    let server = common::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .keepalive_interval(None)
+            .max_pending_output(256 << 10)
+            .idle_timeout(Duration::from_millis(200)),
+    );
+    let addr = server.local_addr();
+    let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 1 << 30)]);
+    let mut bytes = frame_bytes(kind::WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes());
+    let request = common::ProbeRequest {
+        reply_size: 1 << 20,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    for i in 0..16u32 {
+        bytes.extend(peer.request(1 + 2 * i, "/test.Probe/Echo", &request));
+    }
+    peer.send(&bytes);
+    let deadline = std::time::Instant::now() + WAIT;
+    while server.connections() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(server.connections(), 0, "the connection is kept");
+    drop(peer);
+    server.shutdown();
+}

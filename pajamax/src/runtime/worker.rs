@@ -107,11 +107,11 @@ struct Conn {
     error_counted: bool,
     /// When the write side was shut down after the final GOAWAY.
     lingering_since: Option<Instant>,
-    /// The shutdown's grace period, or the connection's
-    /// `max_connection_age_grace`, ended with the connection still open:
-    /// it was closed, and the next sweep drops it if its output has not
-    /// left by then (a client that does not read would otherwise hold it
-    /// for good).
+    /// The shutdown's grace period, the connection's
+    /// `max_connection_age_grace` or its second idle timeout ended with
+    /// the connection still open: it was closed, and the next sweep drops
+    /// it if its output has not left by then (a client that does not read
+    /// would otherwise hold it for good).
     forced: bool,
     /// The time this connection is on the worker's timer for.
     timer: Option<Instant>,
@@ -662,8 +662,9 @@ impl Worker {
                 continue;
             }
             if conn.forced {
-                // Closed at the end of its `max_connection_age_grace`: its
-                // client has not taken the last output since.
+                // Closed at the end of its `max_connection_age_grace`, or
+                // at its second idle timeout: its client has not taken the
+                // last output since.
                 if output_waits(conn) {
                     self.remove(slot);
                 }
@@ -713,6 +714,7 @@ impl Worker {
                     // Still there, and with no call, an idle timeout
                     // after that GOAWAY: its PING went unanswered.
                     conn.grpc.close(Reason::NO_ERROR, "idle timeout");
+                    conn.forced = true;
                 } else {
                     // The two-step GOAWAY of a shutdown: a call the client
                     // sent before it saw the GOAWAY is still taken and

@@ -405,6 +405,46 @@ async fn threads_streaming_past_the_windows_of_a_client_that_sent_its_fin_all_en
     common::stop(server).await;
 }
 
+/// A client that goes away (its process ends: its kernel sends the FIN,
+/// then answers anything more with a reset) while a call of its waits on
+/// another thread with nothing to send yet: the connection is not kept for
+/// that call. The PING sent as the FIN comes meets the reset, which ends
+/// the connection, and the thread learns its call ended when it sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_while_a_thread_has_nothing_to_send_is_let_go() {
+    use common::raw::RawPeer;
+    use prost::Message;
+
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    // The thread waits 2 s before its first message.
+    let request = Ask {
+        count: 2,
+        size: 10,
+        interval_ms: 2000,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let bytes = peer.request(1, "/test.Streams/CountThread", &request);
+        peer.send(&bytes);
+        // What the server sent is read, so that closing sends a FIN.
+        let _ = peer.listen(Duration::from_millis(200), |_| false);
+    })
+    .await
+    .unwrap();
+    let closed_by = std::time::Instant::now() + Duration::from_millis(1000);
+    while server.connections() > 0 && std::time::Instant::now() < closed_by {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.connections(), 0, "the connection is kept");
+    wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(seen.threads_done.load(Ordering::SeqCst), 0);
+    good_client_is_served(&server).await;
+    common::stop(server).await;
+}
+
 /// Request messages queued for handlers on other threads are bounded per
 /// connection, not only per call: a client that opens many client streams
 /// served on threads that do not read (yet), and sends each a gzip bomb

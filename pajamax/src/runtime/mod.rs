@@ -218,6 +218,16 @@ impl Socket {
         }
     }
 
+    /// The error the socket holds, if any (`SO_ERROR`), taken: a reset by
+    /// the peer after its FIN, which reads do not report.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        match self {
+            Socket::Tcp(socket) => socket.take_error(),
+            #[cfg(unix)]
+            Socket::Unix(socket) => socket.take_error(),
+        }
+    }
+
     /// Shuts down the reading or writing half, or both.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         match self {

@@ -929,6 +929,21 @@ fn serve(
         {
             return Outcome::Closed;
         }
+        // Kept for what goes on without the peer. A peer that is gone
+        // (its process ended, its kernel sent the FIN) answers what comes
+        // next with a reset, which reads after the FIN do not report: a
+        // PING as the FIN comes (and one every keepalive interval, see
+        // `keepalive`) finds out, and the reset ends the connection.
+        if let Ok(Some(_)) = conn.socket.take_error() {
+            return Outcome::Closed;
+        }
+        if conn.ping_sent.is_none() && config.keepalive_interval.is_some() {
+            conn.grpc.ping();
+            conn.ping_sent = Some(Instant::now());
+            if flush(conn).is_err() {
+                return Outcome::Closed;
+            }
+        }
     }
     if conn.grpc.is_closed() && !output_waits(conn) && conn.lingering_since.is_none() {
         #[cfg(feature = "tls")]
@@ -1081,15 +1096,24 @@ enum Keepalive {
 
 /// Whether `conn` is due a keepalive PING, or taken for gone. A peer that
 /// has closed its sending half cannot answer: what it still waits for ends
-/// as the FIN rules say (`serve`). Nor is an answer read while reading is
+/// as the FIN rules say (`serve`), and its PING is only a probe that a peer
+/// gone answers with a reset. Nor is an answer read while reading is
 /// paused for a client that reads its answers slowly: a dead one there
 /// leaves its output unacknowledged, and TCP gives up on it.
 fn keepalive(conn: &mut Conn, config: &RuntimeConfig, now: Instant) -> Keepalive {
     let Some(interval) = config.keepalive_interval else {
         return Keepalive::Nothing;
     };
-    if conn.read_ended || conn.read_paused {
+    if conn.read_paused {
         return Keepalive::Nothing;
+    }
+    if conn.read_ended {
+        // No answer can come; the PING is a probe of the peer's socket
+        // (`serve`), sent again every interval.
+        return match conn.ping_sent {
+            Some(sent) if now.duration_since(sent) < interval => Keepalive::Nothing,
+            _ => Keepalive::Ping,
+        };
     }
     if conn.ping_sent.is_some_and(|sent| conn.last_read > sent) {
         // Answered, or the client spoke since.

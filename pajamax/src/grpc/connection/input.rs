@@ -464,7 +464,12 @@ impl GrpcConnection {
                 }
             }
             State::Handling { blocked, .. } => {
-                if *blocked {
+                // Writable comes whenever held bytes went out, also while
+                // the stream still holds its whole send buffer: the handler
+                // runs again only once its answers are taken (the stream
+                // refuses them otherwise, and they would be lost). A later
+                // Writable comes as more of the held bytes go.
+                if *blocked && self.h2.send_capacity(stream) > 0 {
                     *blocked = false;
                     self.pump(stream);
                 }

@@ -2060,3 +2060,46 @@ fn a_call_taken_to_a_thread_twice_ends_internal_on_every_path() {
     let woken = WOKEN.with(|woken| std::mem::take(&mut *woken.borrow_mut()));
     assert_eq!(woken, ["Stream", "Talk", "Talk"]);
 }
+
+/// A bidi handler on the worker whose answers fill its stream's send
+/// buffer waits until that buffer has room again, not merely until the
+/// client's windows let some of it out: a WINDOW_UPDATE too small to bring
+/// the held bytes under the buffer's size leaves it blocked, and every
+/// answer it made reaches the client, in order, once the windows open.
+#[test]
+fn a_bidi_handler_resumes_only_once_its_send_buffer_has_room() {
+    let mut conn = connection();
+    let mut client = Client::new();
+    // The client's windows are shut: every answer is held.
+    let mut input = Client::handshake(&[(0x4, 0)]);
+    let block = client.request_block("/test.S/Chat", &[]);
+    Frame::headers(1, &block, false).write(&mut input);
+    let count = 20;
+    for i in 0..count {
+        let message = prost::Message::encode_to_vec(&vec![i as u8; 10_000]);
+        let body = pajamax_test_peer::grpc::message(&message);
+        Frame::data(1, &body, false).write(&mut input);
+    }
+    let now = Instant::now();
+    conn.recv(&input, now);
+    hear(&mut conn, &mut client);
+    let held = conn.h2().buffered(1);
+    assert!(held >= 64 << 10, "the send buffer is full: {held}");
+    assert!(held < count * 10_000, "not every message ran yet: {held}");
+    // A little room in the windows: some held bytes go, not enough to
+    // bring the buffer under its size.
+    let mut input = Frame::window_update(1, 1000).to_bytes();
+    conn.recv(&input, now);
+    hear(&mut conn, &mut client);
+    // The client reads all: every answer arrives, in order.
+    input = Frame::window_update(0, 1 << 24).to_bytes();
+    Frame::window_update(1, 1 << 24).write(&mut input);
+    conn.recv(&input, now);
+    hear(&mut conn, &mut client);
+    let answers = client.heard().messages_on(1).len();
+    assert_eq!(answers, count, "{} bytes", client.heard().data_bytes);
+    for (i, message) in client.heard().messages_on(1).iter().enumerate() {
+        let bytes: Vec<u8> = prost::Message::decode(*message).unwrap();
+        assert_eq!(bytes, vec![i as u8; 10_000], "answer {i}");
+    }
+}

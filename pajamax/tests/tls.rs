@@ -1,7 +1,8 @@
 //! Serving over TLS: tonic clients with rustls, certificates made by rcgen
 //! in the test. Answers of every size, mutual TLS and the identity the
 //! handler sees, ALPN, clients that stall or send garbage in the handshake,
-//! and a certificate replaced on a running server.
+//! a certificate replaced on a running server, and streams over TLS to
+//! slow readers, with paused reads, and up to the client's FIN.
 #![cfg(feature = "tls")]
 
 mod common;
@@ -843,4 +844,459 @@ fn a_client_that_closes_in_the_handshake_is_let_go_at_once() {
     half.shutdown(std::net::Shutdown::Write).unwrap();
     wait_closed(&mut half, Duration::from_secs(20));
     server.shutdown();
+}
+
+/// A server stream of 3000 messages over TLS, to a client that reads it
+/// slowly (pausing, so the client's windows and the socket fill up) and
+/// then as fast as it can: every message arrives, in order, then the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_stream_over_tls_to_a_reader_slow_then_fast() {
+    let pki = Pki::new("stream CA");
+    let server = start_signed_by(&pki, "server");
+    let channel = connect_trusting(server.local_addr(), &pki).await;
+    for method in ["Count", "CountThread"] {
+        let ask = Ask {
+            count: 3000,
+            size: 3000,
+            ..Default::default()
+        };
+        let stream = streams::server_stream(channel.clone(), method, tonic::Request::new(ask))
+            .await
+            .unwrap();
+        let mut answers = stream.into_inner();
+        let mut values = Vec::new();
+        let outcome = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(item) = answers.message().await? {
+                values.push(item.value);
+                let n = values.len();
+                if n <= 300 && n % 20 == 0 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                if n == 1000 || n == 2000 {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            }
+            Ok::<_, tonic::Status>(())
+        })
+        .await;
+        assert!(
+            matches!(outcome, Ok(Ok(()))),
+            "{method}: {outcome:?} after {} messages",
+            values.len()
+        );
+        assert_eq!(values, (1..=3000).collect::<Vec<u64>>(), "{method}");
+    }
+    common::echo_works(channel, "after the streams").await;
+    common::stop(server).await;
+}
+
+/// A bidirectional call of many messages each way over TLS, on the worker
+/// and on a thread: every ask is answered, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bidi_call_of_many_messages_over_tls() {
+    let pki = Pki::new("bidi CA");
+    let server = start_signed_by(&pki, "server");
+    let channel = connect_trusting(server.local_addr(), &pki).await;
+    for method in ["Echo", "EchoThread"] {
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let sender = tokio::spawn(async move {
+            for value in 0..5000u64 {
+                let ask = Ask {
+                    value,
+                    count: 2,
+                    size: 700,
+                    ..Default::default()
+                };
+                tx.send(ask).await.unwrap();
+            }
+        });
+        let response = streams::bidi(channel.clone(), method, rx).await.unwrap();
+        let collected = tokio::time::timeout(
+            Duration::from_secs(60),
+            streams::collect(response.into_inner()),
+        )
+        .await;
+        let (items, end, _) = collected.unwrap_or_else(|_| panic!("{method}: stalled"));
+        sender.await.unwrap();
+        end.unwrap();
+        let values: Vec<u64> = items.iter().map(|item| item.value).collect();
+        let expected: Vec<u64> = (0..5000u64).flat_map(|v| [v, v]).collect();
+        assert_eq!(values.len(), expected.len(), "{method}");
+        assert_eq!(values, expected, "{method}");
+    }
+    common::stop(server).await;
+}
+
+/// 100 MiB of a server stream over TLS to a reader that stops now and
+/// then: the server holds no more than over a plain connection (rustls
+/// holds at most its own cap besides).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_of_100_mib_over_tls_keeps_the_server_bounded() {
+    let pki = Pki::new("big CA");
+    let server = start(
+        tls_config(&pki.server("server")),
+        pajamax::Server::builder().workers(1),
+    );
+    let channel = connect_trusting(server.local_addr(), &pki).await;
+    for method in ["Count", "CountThread"] {
+        let ask = Ask {
+            count: 1600,
+            size: 64 << 10,
+            ..Default::default()
+        };
+        let stream = streams::server_stream(channel.clone(), method, tonic::Request::new(ask))
+            .await
+            .unwrap();
+        let mut answers = stream.into_inner();
+        let mut received = 0usize;
+        let mut count = 0;
+        while let Some(item) = answers.message().await.unwrap() {
+            received += item.blob.len();
+            count += 1;
+            if count % 400 == 0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        assert_eq!(received, 100 << 20, "{method}");
+    }
+    let stats = server.stats();
+    assert!(stats.peak_held_bytes <= 3 * (64 << 10) + 64, "{stats:?}");
+    assert!(
+        stats.peak_output_bytes <= (4 << 20) + (1 << 20),
+        "{stats:?}"
+    );
+    common::stop(server).await;
+}
+
+/// Over a new raw TLS connection that trusts `ca`: the preface with the
+/// largest windows, `requests`, then a FIN with no close_notify before it;
+/// what the server sent until it closed (or 20 s passed).
+fn ask_then_fin_without_close_notify(
+    addr: SocketAddr,
+    ca: &str,
+    requests: impl FnOnce(&mut pajamax_test_peer::Client) -> Vec<u8>,
+    pause: Duration,
+) -> pajamax_test_peer::Heard {
+    let mut client = raw_client(ca, &[b"h2"]);
+    let mut socket = raw_handshake(addr, &mut client).expect("TLS handshake");
+    let mut h2 = pajamax_test_peer::Client::new();
+    let mut bytes = pajamax_test_peer::Client::handshake(&[(4, (1 << 31) - 1)]);
+    pajamax_test_peer::frame::Frame::window_update(0, (1 << 31) - 1 - 65535).write(&mut bytes);
+    bytes.extend(requests(&mut h2));
+    client.writer().write_all(&bytes).unwrap();
+    while client.wants_write() {
+        client.write_tls(&mut socket).unwrap();
+    }
+    socket.shutdown(std::net::Shutdown::Write).unwrap();
+    std::thread::sleep(pause);
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut buf = vec![0; 64 << 10];
+    loop {
+        match client.read_tls(&mut socket) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let state = match client.process_new_packets() {
+            Ok(state) => state,
+            Err(_) => break,
+        };
+        let mut left = state.plaintext_bytes_to_read();
+        while left > 0 {
+            let n = client.reader().read(&mut buf).unwrap();
+            h2.receive(&buf[..n]).unwrap();
+            left -= n;
+        }
+        if state.peer_has_closed() {
+            break;
+        }
+    }
+    h2.take_heard()
+}
+
+/// A client that shuts its sending half right after its requests, with no
+/// close_notify (a TCP FIN only), still gets the answers it asked for, as
+/// over a plain connection: a server stream and large unary answers.
+#[test]
+fn answers_asked_for_right_before_a_bare_fin_all_arrive() {
+    let pki = Pki::new("fin CA");
+    let server = start(
+        tls_config(&pki.server("localhost")),
+        pajamax::Server::builder().max_pending_output(256 << 10),
+    );
+    let addr = server.local_addr();
+    let ca = pki.ca_pem();
+    let ask = Ask {
+        count: 3000,
+        size: 1000,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    for method in ["Count", "CountThread"] {
+        let heard = ask_then_fin_without_close_notify(
+            addr,
+            &ca,
+            |h2| h2.request(1, &format!("/test.Streams/{method}"), &ask),
+            Duration::from_millis(300),
+        );
+        assert_eq!(heard.statuses, [(1, "0".to_string())], "{method}");
+        assert_eq!(heard.messages_on(1).len(), 3000, "{method}");
+    }
+    let echo = common::ProbeRequest {
+        text: "big".into(),
+        reply_size: 500_000,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let heard = ask_then_fin_without_close_notify(
+        addr,
+        &ca,
+        |h2| {
+            let mut bytes = Vec::new();
+            for i in 0..40 {
+                bytes.extend(h2.request(2 * i + 1, "/test.Probe/Echo", &echo));
+            }
+            bytes
+        },
+        Duration::from_millis(500),
+    );
+    assert_eq!(heard.statuses.len(), 40, "{} bytes", heard.data_bytes);
+    assert!(heard.statuses.iter().all(|(_, status)| status == "0"));
+    server.shutdown();
+}
+
+/// A raw TLS client that has sent the preface with the largest windows.
+fn raw_h2_client(
+    addr: SocketAddr,
+    ca: &str,
+) -> (
+    rustls::ClientConnection,
+    TcpStream,
+    pajamax_test_peer::Client,
+) {
+    let mut client = raw_client(ca, &[b"h2"]);
+    let mut socket = raw_handshake(addr, &mut client).expect("TLS handshake");
+    let mut bytes = pajamax_test_peer::Client::handshake(&[(4, (1 << 31) - 1)]);
+    pajamax_test_peer::frame::Frame::window_update(0, (1 << 31) - 1 - 65535).write(&mut bytes);
+    client.writer().write_all(&bytes).unwrap();
+    while client.wants_write() {
+        client.write_tls(&mut socket).unwrap();
+    }
+    (client, socket, pajamax_test_peer::Client::new())
+}
+
+/// Reads from a raw TLS client until `done` or 20 s.
+fn raw_listen(
+    client: &mut rustls::ClientConnection,
+    socket: &mut TcpStream,
+    h2: &mut pajamax_test_peer::Client,
+    done: impl Fn(&pajamax_test_peer::Heard) -> bool,
+) {
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut buf = vec![0; 64 << 10];
+    while !done(h2.heard()) {
+        match client.read_tls(socket) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let state = client.process_new_packets().expect("TLS from the server");
+        let mut left = state.plaintext_bytes_to_read();
+        while left > 0 {
+            let n = client.reader().read(&mut buf).unwrap();
+            h2.receive(&buf[..n]).unwrap();
+            left -= n;
+        }
+        if state.peer_has_closed() {
+            break;
+        }
+    }
+}
+
+/// Many requests sent at once over TLS whose answers pass
+/// `max_pending_output` many times over, to a client that does not read
+/// for a while: reading pauses and resumes, and every call is answered.
+#[test]
+fn pipelined_calls_over_tls_past_the_pending_output_all_get_answers() {
+    let pki = Pki::new("pause CA");
+    let server = start(
+        tls_config(&pki.server("localhost")),
+        pajamax::Server::builder().max_pending_output(64 << 10),
+    );
+    let (mut client, mut socket, mut h2) = raw_h2_client(server.local_addr(), &pki.ca_pem());
+    let echo = common::ProbeRequest {
+        text: "big".into(),
+        reply_size: 100_000,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let calls = 300;
+    for i in 0..calls {
+        let bytes = h2.request(2 * i + 1, "/test.Probe/Echo", &echo);
+        client.writer().write_all(&bytes).unwrap();
+    }
+    // Written from a thread: the server stops reading before it has all.
+    socket.set_nonblocking(false).unwrap();
+    let mut ciphertext = Vec::new();
+    while client.wants_write() {
+        client.write_tls(&mut ciphertext).unwrap();
+    }
+    let mut writer = socket.try_clone().unwrap();
+    let sender = std::thread::spawn(move || writer.write_all(&ciphertext).unwrap());
+    std::thread::sleep(Duration::from_millis(500));
+    raw_listen(&mut client, &mut socket, &mut h2, |heard| {
+        heard.statuses.len() == calls as usize
+    });
+    sender.join().unwrap();
+    let heard = h2.take_heard();
+    assert_eq!(
+        heard.statuses.len(),
+        calls as usize,
+        "{} bytes",
+        heard.data_bytes
+    );
+    assert!(heard.statuses.iter().all(|(_, status)| status == "0"));
+    drop(socket);
+    server.shutdown();
+}
+
+/// A client stream whose bytes come one per TLS record: all arrive, and
+/// the answer counts them.
+#[test]
+fn a_request_in_tiny_tls_records_is_read_whole() {
+    let pki = Pki::new("tiny CA");
+    let server = start_signed_by(&pki, "localhost");
+    let (mut client, mut socket, mut h2) = raw_h2_client(server.local_addr(), &pki.ca_pem());
+    let echo = common::ProbeRequest {
+        text: "tiny".into(),
+        // One DATA frame: within the default largest frame.
+        blob: vec![7; 16_000],
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let bytes = h2.request(1, "/test.Probe/Echo", &echo);
+    let mut ciphertext = Vec::new();
+    for byte in &bytes {
+        client
+            .writer()
+            .write_all(std::slice::from_ref(byte))
+            .unwrap();
+        while client.wants_write() {
+            client.write_tls(&mut ciphertext).unwrap();
+        }
+    }
+    let mut writer = socket.try_clone().unwrap();
+    let sender = std::thread::spawn(move || writer.write_all(&ciphertext).unwrap());
+    raw_listen(&mut client, &mut socket, &mut h2, |heard| {
+        heard.status(1).is_some()
+    });
+    sender.join().unwrap();
+    let heard = h2.take_heard();
+    assert_eq!(heard.status(1), Some("0"), "{heard:?}");
+    let reply = ProbeReply::decode(heard.messages_on(1)[0]).unwrap();
+    assert_eq!(reply.received, 16_000);
+    drop(socket);
+    server.shutdown();
+}
+
+/// A client that asks for more than its windows let out and then sends
+/// its FIN (no close_notify) can no longer open them: over TLS as over a
+/// plain connection, it gets the windows' worth of the stream and the
+/// server closes the connection, rather than holding the rest for good.
+#[test]
+fn a_call_stuck_on_windows_ends_at_a_bare_fin_over_tls() {
+    let pki = Pki::new("stuck CA");
+    let server = start_signed_by(&pki, "localhost");
+    let ask = Ask {
+        count: 3000,
+        size: 1000,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    for method in ["Count", "CountThread"] {
+        let mut client = raw_client(&pki.ca_pem(), &[b"h2"]);
+        let mut socket = raw_handshake(server.local_addr(), &mut client).expect("handshake");
+        let mut h2 = pajamax_test_peer::Client::new();
+        let mut bytes = pajamax_test_peer::Client::handshake(&[(4, 10_000)]);
+        bytes.extend(h2.request(1, &format!("/test.Streams/{method}"), &ask));
+        client.writer().write_all(&bytes).unwrap();
+        while client.wants_write() {
+            client.write_tls(&mut socket).unwrap();
+        }
+        socket.shutdown(std::net::Shutdown::Write).unwrap();
+        let started = Instant::now();
+        raw_listen(&mut client, &mut socket, &mut h2, |_| false);
+        let heard = h2.take_heard();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{method}: the server held the connection"
+        );
+        assert!(heard.status(1).is_none(), "{method}: {heard:?}");
+        assert_eq!(heard.data_bytes, 10_000, "{method}");
+    }
+    server.shutdown();
+}
+
+/// A graceful shutdown while a server stream goes to a client that reads
+/// slowly over TLS: the stream ends at the end of the grace period, and
+/// the server closes the connection (close_notify after its last frames).
+#[test]
+fn a_shutdown_ends_a_tls_stream_to_a_slow_reader() {
+    let pki = Pki::new("grace CA");
+    let server = start(
+        tls_config(&pki.server("localhost")),
+        pajamax::Server::builder().shutdown_grace(Duration::from_millis(300)),
+    );
+    let ask = Ask {
+        endless: true,
+        size: 16 << 10,
+        ..Ask::default()
+    }
+    .encode_to_vec();
+    let (mut client, mut socket, mut h2) = raw_h2_client(server.local_addr(), &pki.ca_pem());
+    let bytes = h2.request(1, "/test.Streams/Count", &ask);
+    client.writer().write_all(&bytes).unwrap();
+    while client.wants_write() {
+        client.write_tls(&mut socket).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let stopper = std::thread::spawn(move || server.shutdown());
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = vec![0; 64 << 10];
+    let mut close_notify = false;
+    loop {
+        match client.read_tls(&mut socket) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Ok(state) = client.process_new_packets() else {
+            break;
+        };
+        let mut left = state.plaintext_bytes_to_read();
+        while left > 0 {
+            let n = client.reader().read(&mut buf).unwrap();
+            h2.receive(&buf[..n]).unwrap();
+            left -= n;
+        }
+        if state.peer_has_closed() {
+            close_notify = true;
+            break;
+        }
+        // A slow reader.
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let heard = h2.take_heard();
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(heard.goaway.is_some(), "no GOAWAY");
+    assert!(
+        close_notify,
+        "closed without close_notify: {:?}",
+        heard.goaway
+    );
+    stopper.join().unwrap();
 }

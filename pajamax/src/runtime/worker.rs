@@ -915,35 +915,8 @@ fn serve(
     if produce(conn, again, slot).is_err() {
         return Outcome::Closed;
     }
-    if conn.read_ended {
-        // The peer can no longer open its windows or send: what waits for
-        // its windows ends, and once nothing more goes out without it, the
-        // connection is done.
-        if conn.grpc.end_calls_stuck_on_windows() && flush(conn).is_err() {
-            return Outcome::Closed;
-        }
-        if !output_waits(conn)
-            && !conn.grpc.wants_to_produce()
-            && conn.grpc.poll_timeout().is_none()
-            && !conn.grpc.awaits_other_threads()
-        {
-            return Outcome::Closed;
-        }
-        // Kept for what goes on without the peer. A peer that is gone
-        // (its process ended, its kernel sent the FIN) answers what comes
-        // next with a reset, which reads after the FIN do not report: a
-        // PING as the FIN comes (and one every keepalive interval, see
-        // `keepalive`) finds out, and the reset ends the connection.
-        if let Ok(Some(_)) = conn.socket.take_error() {
-            return Outcome::Closed;
-        }
-        if conn.ping_sent.is_none() && config.keepalive_interval.is_some() {
-            conn.grpc.ping();
-            conn.ping_sent = Some(Instant::now());
-            if flush(conn).is_err() {
-                return Outcome::Closed;
-            }
-        }
+    if conn.read_ended && after_fin(conn, config) {
+        return Outcome::Closed;
     }
     if conn.grpc.is_closed() && !output_waits(conn) && conn.lingering_since.is_none() {
         #[cfg(feature = "tls")]
@@ -960,6 +933,42 @@ fn serve(
         return linger(conn, again, slot);
     }
     Outcome::Open
+}
+
+/// What a turn of a connection whose peer has sent its FIN does at its
+/// end; returns whether the connection is done. Out of line: inlined, it
+/// moved the register use of `serve` for every read (+3 instructions per
+/// request at M=1; +1 out of line).
+#[cold]
+#[inline(never)]
+fn after_fin(conn: &mut Conn, config: &RuntimeConfig) -> bool {
+    // The peer can no longer open its windows or send: what waits for its
+    // windows ends, and once nothing more goes out without it, the
+    // connection is done.
+    if conn.grpc.end_calls_stuck_on_windows() && flush(conn).is_err() {
+        return true;
+    }
+    if !output_waits(conn)
+        && !conn.grpc.wants_to_produce()
+        && conn.grpc.poll_timeout().is_none()
+        && !conn.grpc.awaits_other_threads()
+    {
+        return true;
+    }
+    // Kept for what goes on without the peer. A peer that is gone (its
+    // process ended, its kernel sent the FIN) answers what comes next with
+    // a reset, which reads after the FIN do not report: a PING as the FIN
+    // comes (and one every keepalive interval, see `keepalive`) finds out,
+    // and the socket's error tells.
+    if let Ok(Some(_)) = conn.socket.take_error() {
+        return true;
+    }
+    if conn.ping_sent.is_none() && config.keepalive_interval.is_some() {
+        conn.grpc.ping();
+        conn.ping_sent = Some(Instant::now());
+        return flush(conn).is_err();
+    }
+    false
 }
 
 /// Runs every complete request in `input` and writes the answers: once at

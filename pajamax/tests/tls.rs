@@ -659,6 +659,33 @@ fn ask_then_close_notify_and_fin(
     requests: impl FnOnce(&mut pajamax_test_peer::Client) -> Vec<u8>,
     pause: Duration,
 ) -> pajamax_test_peer::Heard {
+    ask_then_fin(addr, ca, settings, window, requests, pause, true)
+}
+
+/// As [`ask_then_close_notify_and_fin`], with the largest windows and a
+/// FIN with no close_notify before it.
+fn ask_then_fin_without_close_notify(
+    addr: SocketAddr,
+    ca: &str,
+    requests: impl FnOnce(&mut pajamax_test_peer::Client) -> Vec<u8>,
+    pause: Duration,
+) -> pajamax_test_peer::Heard {
+    let largest = (1 << 31) - 1;
+    let settings = [(4, largest)]; // SETTINGS_INITIAL_WINDOW_SIZE
+    ask_then_fin(addr, ca, &settings, largest - 65535, requests, pause, false)
+}
+
+/// Sends the preface, `requests`, close_notify if `close_notify`, and a
+/// FIN, then reads after `pause` until the server closes (or 20 s pass).
+fn ask_then_fin(
+    addr: SocketAddr,
+    ca: &str,
+    settings: &[(u16, u32)],
+    window: u32,
+    requests: impl FnOnce(&mut pajamax_test_peer::Client) -> Vec<u8>,
+    pause: Duration,
+    close_notify: bool,
+) -> pajamax_test_peer::Heard {
     let mut client = raw_client(ca, &[b"h2"]);
     let mut socket = raw_handshake(addr, &mut client).expect("TLS handshake");
     let mut h2 = pajamax_test_peer::Client::new();
@@ -668,7 +695,9 @@ fn ask_then_close_notify_and_fin(
     }
     bytes.extend(requests(&mut h2));
     client.writer().write_all(&bytes).unwrap();
-    client.send_close_notify();
+    if close_notify {
+        client.send_close_notify();
+    }
     while client.wants_write() {
         client.write_tls(&mut socket).unwrap();
     }
@@ -966,53 +995,6 @@ async fn a_slow_reader_of_100_mib_over_tls_keeps_the_server_bounded() {
         "{stats:?}"
     );
     common::stop(server).await;
-}
-
-/// Over a new raw TLS connection that trusts `ca`: the preface with the
-/// largest windows, `requests`, then a FIN with no close_notify before it;
-/// what the server sent until it closed (or 20 s passed).
-fn ask_then_fin_without_close_notify(
-    addr: SocketAddr,
-    ca: &str,
-    requests: impl FnOnce(&mut pajamax_test_peer::Client) -> Vec<u8>,
-    pause: Duration,
-) -> pajamax_test_peer::Heard {
-    let mut client = raw_client(ca, &[b"h2"]);
-    let mut socket = raw_handshake(addr, &mut client).expect("TLS handshake");
-    let mut h2 = pajamax_test_peer::Client::new();
-    let mut bytes = pajamax_test_peer::Client::handshake(&[(4, (1 << 31) - 1)]);
-    pajamax_test_peer::frame::Frame::window_update(0, (1 << 31) - 1 - 65535).write(&mut bytes);
-    bytes.extend(requests(&mut h2));
-    client.writer().write_all(&bytes).unwrap();
-    while client.wants_write() {
-        client.write_tls(&mut socket).unwrap();
-    }
-    socket.shutdown(std::net::Shutdown::Write).unwrap();
-    std::thread::sleep(pause);
-    socket
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let mut buf = vec![0; 64 << 10];
-    loop {
-        match client.read_tls(&mut socket) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let state = match client.process_new_packets() {
-            Ok(state) => state,
-            Err(_) => break,
-        };
-        let mut left = state.plaintext_bytes_to_read();
-        while left > 0 {
-            let n = client.reader().read(&mut buf).unwrap();
-            h2.receive(&buf[..n]).unwrap();
-            left -= n;
-        }
-        if state.peer_has_closed() {
-            break;
-        }
-    }
-    h2.take_heard()
 }
 
 /// A client that shuts its sending half right after its requests, with no

@@ -963,7 +963,9 @@ fn after_fin(conn: &mut Conn, config: &RuntimeConfig) -> bool {
     if let Ok(Some(_)) = conn.socket.take_error() {
         return true;
     }
-    if conn.ping_sent.is_none() && config.keepalive_interval.is_some() {
+    // Not while output waits: the peer has not taken it, and a peer gone
+    // answers that with a reset already.
+    if conn.ping_sent.is_none() && config.keepalive_interval.is_some() && !output_waits(conn) {
         conn.grpc.ping();
         conn.ping_sent = Some(Instant::now());
         return flush(conn).is_err();
@@ -1118,7 +1120,13 @@ fn keepalive(conn: &mut Conn, config: &RuntimeConfig, now: Instant) -> Keepalive
     }
     if conn.read_ended {
         // No answer can come; the PING is a probe of the peer's socket
-        // (`serve`), sent again every interval.
+        // (`serve`), sent again every interval. Not while output waits:
+        // a peer that does not take it would have its output grow by a
+        // PING each interval, and one that is gone answers what waits
+        // with a reset already.
+        if output_waits(conn) {
+            return Keepalive::Nothing;
+        }
         return match conn.ping_sent {
             Some(sent) if now.duration_since(sent) < interval => Keepalive::Nothing,
             _ => Keepalive::Ping,
@@ -1320,6 +1328,56 @@ mod tests {
         assert!(matches!(
             linger(&mut conn, &mut again, slot),
             Outcome::Closed
+        ));
+    }
+
+    /// A peer past its FIN whose output waits (it does not read) is not
+    /// sent a probe PING every keepalive interval: each would be added to
+    /// the output it does not take, growing it for as long as it holds the
+    /// connection; a peer that is gone answers the waiting output itself.
+    /// Once the output has left, the probes go again.
+    #[test]
+    fn a_half_closed_peer_whose_output_waits_is_not_probed() {
+        let (ours, _theirs) = mio::net::UnixStream::pair().unwrap();
+        let mut conn = lingering(Socket::Unix(ours));
+        conn.lingering_since = None;
+        conn.read_ended = true;
+        let interval = Duration::from_millis(10);
+        let config = RuntimeConfig {
+            workers: 1,
+            pin_workers: false,
+            max_connections: 1,
+            idle_timeout: None,
+            keepalive_interval: Some(interval),
+            keepalive_timeout: interval,
+            max_connection_age: None,
+            max_connection_age_grace: None,
+            handshake_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(10),
+            max_pending_output: 1 << 20,
+            read_buffer_size: 4096,
+            grpc: GrpcConfig::default(),
+            #[cfg(feature = "tls")]
+            tls: None,
+        };
+        // The server's SETTINGS wait in the output.
+        let waiting = conn.grpc.output_len();
+        assert!(waiting > 0);
+        let mut now = Instant::now();
+        for _ in 0..10 {
+            now += interval;
+            if let Keepalive::Ping = keepalive(&mut conn, &config, now) {
+                conn.grpc.ping();
+                conn.ping_sent = Some(now);
+            }
+        }
+        assert_eq!(conn.grpc.output_len(), waiting, "PINGs piled up");
+        let output = conn.grpc.output_len();
+        conn.grpc.advance_output(output);
+        now += interval;
+        assert!(matches!(
+            keepalive(&mut conn, &config, now),
+            Keepalive::Ping
         ));
     }
 }

@@ -301,7 +301,8 @@ impl Builder {
     /// outside 16 384 ..= 16 777 215, a window above 2^31 - 1) make
     /// [`bind`](Builder::bind) fail with `InvalidInput`, and so do values
     /// with which no call could be served: `max_concurrent_streams`,
-    /// `initial_stream_window` or `max_unproductive_frames` of 0.
+    /// `initial_stream_window`, `max_unproductive_frames` or
+    /// `stream_send_buffer` of 0.
     pub fn h2_config(mut self, config: crate::h2::Config) -> Builder {
         self.config.grpc.h2 = config;
         self
@@ -873,6 +874,13 @@ fn check(config: &RuntimeConfig) -> io::Result<()> {
         if value == 0 {
             return invalid(format!("{name} 0: {why}"));
         }
+    }
+    if h2.stream_send_buffer == 0 {
+        return invalid(
+            "stream_send_buffer 0: a streaming handler on the worker waiting for a client's \
+             windows would never be woken"
+                .to_string(),
+        );
     }
     if !(DEFAULT_MAX_FRAME_SIZE..=MAX_MAX_FRAME_SIZE).contains(&h2.max_frame_size) {
         return invalid(format!(

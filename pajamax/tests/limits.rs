@@ -291,6 +291,7 @@ fn settings_that_serve_no_call_are_refused_at_bind() {
             "max_unproductive_frames",
             h2(|c| c.max_unproductive_frames = 0),
         ),
+        ("stream_send_buffer", h2(|c| c.stream_send_buffer = 0)),
     ];
     for (name, builder) in refused {
         let bound = builder.workers(1).pin_workers(false).bind("127.0.0.1:0");

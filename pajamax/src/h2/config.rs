@@ -35,7 +35,7 @@ pub struct Config {
     /// Response bytes one stream may hold while the peer's flow-control
     /// windows are shut; past it `send_data` takes no more on that stream
     /// until some went out. A producer is held back by this, per stream.
-    /// Default 64 KiB.
+    /// Default 64 KiB; 0 makes the server's `bind` fail with `InvalidInput`.
     pub stream_send_buffer: usize,
     /// Response bytes that may wait for the peer's flow-control windows
     /// (a zero-window or never-reading peer, or one that asked for more

@@ -494,6 +494,42 @@ pub async fn bidi(
     client.streaming(request, path(method), codec()).await
 }
 
+/// Asks `Count` and `CountThread` on `channel` for 100 MiB each (1600
+/// messages of 64 KiB) and reads them with a pause every 400 messages;
+/// then checks that `server` held no more for the slow reader than a
+/// stream's send buffer and a message, and that its output stayed within
+/// the produce limit plus one chunk, or the sinks' credit.
+pub async fn read_100_mib_slowly_within_bounds(server: &pajamax::ServerHandle, channel: Channel) {
+    for method in ["Count", "CountThread"] {
+        let request = Ask {
+            count: 1600,
+            size: 64 << 10,
+            ..Ask::default()
+        };
+        let response = server_stream(channel.clone(), method, tonic::Request::new(request))
+            .await
+            .unwrap();
+        let mut answers = response.into_inner();
+        let mut received = 0usize;
+        let mut count = 0;
+        while let Some(item) = answers.message().await.unwrap() {
+            received += item.blob.len();
+            count += 1;
+            if count % 400 == 0 {
+                // The client stops reading for a while.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        assert_eq!(received, 100 << 20, "{method}");
+    }
+    let stats = server.stats();
+    assert!(stats.peak_held_bytes <= 3 * (64 << 10) + 64, "{stats:?}");
+    assert!(
+        stats.peak_output_bytes <= (4 << 20) + (1 << 20),
+        "{stats:?}"
+    );
+}
+
 /// Every message of a stream, then its end.
 pub async fn collect(
     mut stream: tonic::Streaming<Item>,

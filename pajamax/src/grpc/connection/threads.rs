@@ -19,28 +19,27 @@ impl GrpcConnection {
         let State::Remote(remote) = &mut call.state else {
             return;
         };
+        // The headers go first: the thread's own, or those of the call
+        // before its first message.
+        let headers = match &delivery.part {
+            Part::Headers(metadata) => Some(metadata),
+            Part::Message(_) => Some(&call.response.headers),
+            _ => None,
+        };
+        if let Some(metadata) = headers {
+            send_headers_once(
+                &mut self.h2,
+                &mut self.memos,
+                &mut self.overlarge,
+                stream,
+                &mut call.headers_sent,
+                metadata,
+                encoding,
+            );
+        }
         match delivery.part {
-            Part::Headers(metadata) => {
-                send_headers_once(
-                    &mut self.h2,
-                    &mut self.memos,
-                    &mut self.overlarge,
-                    stream,
-                    &mut call.headers_sent,
-                    &metadata,
-                    encoding,
-                );
-            }
+            Part::Headers(_) => {}
             Part::Message(mut bytes) => {
-                send_headers_once(
-                    &mut self.h2,
-                    &mut self.memos,
-                    &mut self.overlarge,
-                    stream,
-                    &mut call.headers_sent,
-                    &call.response.headers,
-                    encoding,
-                );
                 call.response_bytes += bytes.len() as u64;
                 if remote.backlog.is_empty()
                     && send_remote(

@@ -734,7 +734,11 @@ impl Connection {
             if !self.settings_acked {
                 self.settings_acked = true;
                 self.opening_window = self.config.initial_stream_window;
-                recv_flow::settings_acked(&mut self.streams, self.config.initial_stream_window);
+                recv_flow::settings_acked(
+                    &mut self.streams,
+                    self.config.initial_stream_window,
+                    self.output.buf(),
+                );
             }
             return Ok(());
         }

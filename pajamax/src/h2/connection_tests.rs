@@ -2059,3 +2059,34 @@ fn the_smallest_windows_open_again() {
         assert_eq!(window_updates(&peer.take_frames(), 1), vec![1]);
     }
 }
+
+/// RFC 9113 section 6.9.3: bytes a client sent within the default window
+/// before it saw the server's lower one, and that the consumer released
+/// before the acknowledgement came, leave the client's window below zero
+/// once it applies the lower one; the server opens it again then, or the
+/// client could never send on the stream again.
+#[test]
+fn a_window_lowered_by_the_acknowledgement_opens_again_for_bytes_released_before_it() {
+    let mut peer = Peer::new(Config {
+        initial_stream_window: 16_384,
+        ..Config::default()
+    });
+    let mut bytes = peer.headers_frame(1, false);
+    for _ in 0..4 {
+        bytes.extend(data(1, &[7; 16_000], false));
+    }
+    peer.feed(&bytes);
+    peer.conn.release_capacity(1, 64_000);
+    // The client's view of its window on stream 1: the default, less what
+    // it sent, plus the server's updates; then the change to 16,384 once
+    // it applies the SETTINGS it acknowledges.
+    let mut window =
+        65_535 - 64_000 + window_updates(&peer.take_frames(), 1).iter().sum::<u32>() as i64;
+    window += 16_384 - 65_535;
+    peer.feed(&Frame::settings_ack().to_bytes());
+    window += window_updates(&peer.take_frames(), 1).iter().sum::<u32>() as i64;
+    assert_eq!(window, 16_384, "everything was released");
+    peer.feed(&data(1, &[7; 16_384], false));
+    assert_eq!(rst_reason(&peer.take_frames(), 1), None);
+    assert!(peer.conn.is_stream_open(1));
+}

@@ -109,11 +109,16 @@ pub(crate) fn opening_window(initial: u32) -> u32 {
 /// The client acknowledged the server's SETTINGS: the streams opened
 /// before, with the default window, take the lower `initial` window from
 /// now on (theirs may turn negative, as the client's view of it does).
-pub(crate) fn settings_acked(streams: &mut Streams, initial: u32) {
+/// Each is opened again at once as far as its consumer released its bytes:
+/// no DATA or release may come to do it later.
+pub(crate) fn settings_acked(streams: &mut Streams, initial: u32, out: &mut Vec<u8>) {
     if initial < DEFAULT_WINDOW {
         let lower = (DEFAULT_WINDOW - initial) as i32;
-        for stream in streams.values_mut() {
+        for (id, stream) in streams.iter_mut() {
             stream.recv_window = stream.recv_window.saturating_sub(lower);
+            if stream.recv_open() {
+                replenish_stream(stream, id, initial, out);
+            }
         }
     }
 }

@@ -1360,10 +1360,13 @@ impl Connection {
     /// and closes the streams whose response is then complete.
     fn flush_blocked(&mut self, events: &mut Vec<Event>) {
         let mut rounds = self.send_flow.blocked_len();
-        while let Some(stream) =
-            self.send_flow
-                .flush(&mut self.streams, &mut self.output, &mut rounds, events)
-        {
+        while let Some(stream) = self.send_flow.flush(
+            &mut self.streams,
+            &mut self.output,
+            &mut rounds,
+            events,
+            self.batch,
+        ) {
             self.close_send_side(stream);
         }
     }

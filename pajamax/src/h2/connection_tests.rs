@@ -2090,3 +2090,31 @@ fn a_window_lowered_by_the_acknowledgement_opens_again_for_bytes_released_before
     assert_eq!(rst_reason(&peer.take_frames(), 1), None);
     assert!(peer.conn.is_stream_open(1));
 }
+
+/// A Writable reported in a batch is taken back when the stream is reset
+/// later in the same batch, as the stream's other events are: the consumer
+/// hears of the reset only, not of room on a stream that is gone.
+#[test]
+fn a_reset_takes_back_the_writable_of_its_batch() {
+    let mut peer = Peer::default();
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 10)]));
+    peer.take_frames();
+    open_response(&mut peer, 1, false);
+    open_response(&mut peer, 3, false);
+    for id in [1, 3] {
+        assert_eq!(peer.conn.send_data(id, &[1; 60], false), 60);
+    }
+    peer.take_frames();
+    let mut bytes = window_update(1, 20);
+    bytes.extend(window_update(3, 20));
+    bytes.extend(cancel(1));
+    let events = peer.feed(&bytes);
+    assert_eq!(
+        events,
+        vec![
+            Event::Writable { stream: 3 },
+            Event::Reset { stream: 1, tag: 0 }
+        ]
+    );
+    assert_eq!(peer.conn.held_bytes(), 30);
+}

@@ -311,13 +311,16 @@ impl SendFlow {
     /// is then shut leaves the queue until it opens); a stream that may send
     /// more and got bytes out is reported as [`Event::Writable`]. Stops
     /// early at a stream whose response is now complete and returns it, for
-    /// the caller to close before calling again.
+    /// the caller to close before calling again. A stream told writable
+    /// is marked as having an event in input batch `batch`, so that a
+    /// reset later in the batch takes the event back.
     pub(crate) fn flush(
         &mut self,
         streams: &mut Streams,
         output: &mut Output,
         rounds: &mut usize,
         events: &mut Vec<Event>,
+        batch: u32,
     ) -> Option<u32> {
         while *rounds > 0 && self.window.available() > 0 {
             *rounds -= 1;
@@ -344,6 +347,7 @@ impl SendFlow {
                 }
                 // Its windows let bytes out now: its sender is told, and
                 // sends them itself.
+                state.event_batch = batch;
                 events.push(Event::Writable { stream: id });
                 continue;
             }
@@ -358,6 +362,7 @@ impl SendFlow {
             self.held -= sent;
             if sent > 0 && state.send == SendHalf::Open {
                 // Room opened in a stream that may send more.
+                state.event_batch = batch;
                 events.push(Event::Writable { stream: id });
             }
             if pending.sent < pending.data.len() {

@@ -709,7 +709,7 @@ impl Connection {
         events: &mut Vec<Event>,
     ) -> Result<(), Error> {
         frame::rst_stream::load(head, body)?;
-        if head.stream > self.streams.last() {
+        if self.streams.is_idle(head.stream) {
             return Err(Error::GoAway(
                 Reason::PROTOCOL_ERROR,
                 "RST_STREAM on an idle stream",
@@ -772,7 +772,7 @@ impl Connection {
                 })?;
         } else {
             let Some(stream) = self.streams.get_mut(head.stream) else {
-                if head.stream > self.streams.last() {
+                if self.streams.is_idle(head.stream) {
                     return Err(Error::GoAway(
                         Reason::PROTOCOL_ERROR,
                         "WINDOW_UPDATE on an idle stream",

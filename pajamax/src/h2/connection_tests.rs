@@ -2118,3 +2118,22 @@ fn a_reset_takes_back_the_writable_of_its_batch() {
     );
     assert_eq!(peer.conn.held_bytes(), 30);
 }
+
+/// RFC 9113 section 5.1: streams with even ids are the server's to open,
+/// and it opens none, so they stay idle whatever the client opened: DATA,
+/// RST_STREAM or WINDOW_UPDATE on one is a connection error, as on an odd
+/// id above the client's last stream.
+#[test]
+fn frames_on_even_streams_are_frames_on_idle_streams() {
+    let frames = [
+        data(2, b"x", false),
+        Frame::rst_stream(2, ErrorCode::CANCEL).to_bytes(),
+        window_update(2, 10),
+    ];
+    for frame in frames {
+        let mut peer = Peer::default();
+        let bytes = peer.headers_frame(3, false);
+        peer.feed(&bytes);
+        expect_goaway(&mut peer, &frame, Reason::PROTOCOL_ERROR);
+    }
+}

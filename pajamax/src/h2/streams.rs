@@ -205,11 +205,17 @@ impl Streams {
             .map(|&(_, server_reset)| server_reset)
     }
 
+    /// Whether `id` is idle: above every stream the client opened, or even
+    /// (the server's to open, and it opens none).
+    pub(crate) fn is_idle(&self, id: u32) -> bool {
+        id > self.last || id.is_multiple_of(2)
+    }
+
     /// Judges a frame other than HEADERS or PRIORITY on a stream not in the
     /// table: idle streams are a connection error, closed ones a stream
     /// error, except right after the server reset them (ignored).
     pub(crate) fn frame_on_unknown(&self, id: u32) -> Result<(), Error> {
-        if id > self.last {
+        if self.is_idle(id) {
             return Err(Error::GoAway(
                 Reason::PROTOCOL_ERROR,
                 "frame on an idle stream",

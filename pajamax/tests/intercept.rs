@@ -640,3 +640,74 @@ async fn observers_see_calls_the_client_cancels_or_leaves_as_cancelled() {
     drop(channel);
     common::stop(server).await;
 }
+
+/// A request message the handler took counts in
+/// `FinishedCall::request_bytes` also when the handler fails on it (it
+/// does not decode, or the handler refuses it): on the worker as on a
+/// thread, and as a unary call's request counts whatever its handler
+/// answers.
+#[test]
+fn observers_count_the_request_message_a_stream_fails_on() {
+    use common::raw::RawPeer;
+    use pajamax_test_peer::Frame;
+    use prost::Message;
+
+    let (calls, observer) =
+        recorder(|call| (call.method.to_string(), call.code, call.request_bytes));
+    let (server, _) = streams::start(pajamax::Server::builder().workers(1).observe(observer));
+    let mut peer = RawPeer::handshake(server.local_addr(), &[]);
+    let good = pajamax_test_peer::grpc::message(
+        &Ask {
+            value: 1,
+            ..Ask::default()
+        }
+        .encode_to_vec(),
+    );
+    // Field 1 (`count`, a varint) sent length-delimited: it does not
+    // decode.
+    let undecodable = pajamax_test_peer::grpc::message(&[0x0a, 0x01, 0x00]);
+    // Decodes, and the handler on the worker refuses it (NOT_FOUND).
+    let refused = pajamax_test_peer::grpc::message(
+        &Ask {
+            fail_code: 5,
+            ..Ask::default()
+        }
+        .encode_to_vec(),
+    );
+    let cases = [
+        ("Echo", &undecodable, Code::Internal),
+        ("EchoThread", &undecodable, Code::Internal),
+        ("Sum", &undecodable, Code::Internal),
+        ("SumThread", &undecodable, Code::Internal),
+        ("Echo", &refused, Code::NotFound),
+        ("Sum", &refused, Code::NotFound),
+    ];
+    let mut bytes = Vec::new();
+    for (at, (method, last, _)) in cases.iter().enumerate() {
+        let stream = 1 + 2 * at as u32;
+        let block = peer.request_block(&format!("/test.Streams/{method}"), &[]);
+        Frame::headers(stream, &block, false).write(&mut bytes);
+        Frame::data(stream, &good, false).write(&mut bytes);
+        Frame::data(stream, last, true).write(&mut bytes);
+    }
+    peer.send(&bytes);
+    let heard = peer.listen(Duration::from_secs(10), |h| h.statuses.len() == cases.len());
+    assert_eq!(heard.statuses.len(), cases.len(), "{heard:?}");
+    // Observers run on the worker before its answers are written.
+    let mut seen = calls.lock().unwrap().clone();
+    let mut expected: Vec<_> = cases
+        .iter()
+        .map(|(method, last, code)| {
+            let taken = (good.len() + last.len()) as u64;
+            (method.to_string(), *code, taken)
+        })
+        .collect();
+    let order = |a: &(String, Code, u64), b: &(String, Code, u64)| {
+        (&a.0, a.1 as i32).cmp(&(&b.0, b.1 as i32))
+    };
+    seen.sort_by(order);
+    expected.sort_by(order);
+    assert_eq!(seen, expected);
+    drop(peer);
+    server.shutdown();
+}

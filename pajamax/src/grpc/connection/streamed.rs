@@ -140,6 +140,9 @@ impl GrpcConnection {
                             }
                         }
                         if let Err(status) = outcome {
+                            // Taken all the same, as a thread's message
+                            // that it fails on counts once queued.
+                            call.request_bytes += message_len;
                             break Err(status);
                         }
                         true

@@ -769,6 +769,58 @@ async fn a_dispatched_client_stream_is_not_starved_by_the_calls_queued_behind_it
     backend.join();
 }
 
+/// Two client streams of one connection dispatched to one backend: the
+/// second waits in the queue while the backend reads the first, and its
+/// client sends two stream windows' worth (one queued for the backend, one
+/// held on the worker), most of what the connection may hold there. The
+/// first call's next message, which the backend waits for, is still taken
+/// and read, not ended RESOURCE_EXHAUSTED for the room the queued call
+/// holds; the second call is read in full after it.
+#[tokio::test]
+async fn a_dispatched_client_stream_is_not_ended_for_the_bytes_of_the_calls_queued_behind_it() {
+    use d::kw::r#type::r#match::same1_server::Same1Server;
+    let (sender, backend) = Backend::start();
+    // The default stream window, 1 MiB.
+    let server = serve(
+        pajamax::Server::builder()
+            .max_buffered_request_bytes(1536 << 10)
+            .add_service(Same1Server::new(Same1Queue(sender))),
+    );
+    let client = client(&server).await;
+    let next_read = || backend.next_read();
+
+    let (first, first_answer) = put(&client);
+    first.send(m("first")).unwrap();
+    assert_eq!(next_read().await.unwrap(), Ok("first".into()));
+    let (second, second_answer) = put(&client);
+    for _ in 0..22 {
+        second.send(m(&"b".repeat(100_000))).unwrap();
+    }
+    // Long enough for the worker to take all the client may send.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    first.send(m(&"c".repeat(600_000))).unwrap();
+    assert_eq!(next_read().await.unwrap(), Ok("cccccccc".into()));
+    drop(first);
+    let answer = tokio::time::timeout(Duration::from_secs(10), first_answer)
+        .await
+        .expect("the first call is answered")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.s, "2");
+    drop(second);
+    for _ in 0..22 {
+        assert_eq!(next_read().await.unwrap(), Ok("bbbbbbbb".into()));
+    }
+    let answer = tokio::time::timeout(Duration::from_secs(10), second_answer)
+        .await
+        .expect("the second call is answered")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.s, "22");
+    shutdown(server).await;
+    backend.join();
+}
+
 /// Dispatched client streams end with the status their clients expect,
 /// and the shard reading one learns why it ended: a client that cancels
 /// mid-stream (CANCELLED), the server's call timeout (DEADLINE_EXCEEDED);

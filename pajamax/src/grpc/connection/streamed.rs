@@ -63,7 +63,7 @@ impl GrpcConnection {
     /// Request bytes of a streaming call: kept, then handed on as complete
     /// messages.
     pub(super) fn take_in(&mut self, stream: u32, data: &[u8]) {
-        if self.buffered + data.len() > self.max_buffered {
+        if self.buffered + data.len() > self.max_buffered && !self.awaited(stream) {
             let call = self.take_call(stream).expect("checked by the caller");
             let status =
                 Status::resource_exhausted("the connection buffers too many request messages");
@@ -74,6 +74,23 @@ impl GrpcConnection {
         call.unreleased += data.len();
         self.buffered += data.len();
         self.pump(stream);
+    }
+
+    /// Whether the call's thread waits for its next request message: the
+    /// bytes of that message are kept past the connection's limit, as they
+    /// are queued past its share. The room may be held by the calls queued
+    /// behind that very thread (dispatch mode), which it reads once it is
+    /// done with this one: ended for their bytes, the call it reads could
+    /// not go on. So a connection holds at most one message more for each
+    /// thread that waits for one.
+    #[cold]
+    fn awaited(&self, stream: u32) -> bool {
+        match self.calls.get(stream).map(|call| &call.state) {
+            Some(State::Remote(remote)) => {
+                !remote.incoming_blocked && remote.shared.awaits_message()
+            }
+            _ => false,
+        }
     }
 
     /// Hands the complete request messages of a streaming call to whoever

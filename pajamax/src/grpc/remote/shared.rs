@@ -233,6 +233,14 @@ impl Shared {
         Offered::Queued
     }
 
+    /// Whether the thread waits for the call's next request message, none
+    /// being queued: that message is taken whatever the connection holds
+    /// (see [`Shared::offer`]).
+    pub(crate) fn awaits_message(&self) -> bool {
+        let state = lock(&self.state);
+        state.reader_waiting && state.incoming.is_empty()
+    }
+
     /// The client has sent everything (`None`), or its stream failed.
     pub(crate) fn end_incoming(&self, error: Option<Status>) {
         let mut state = lock(&self.state);

@@ -38,7 +38,16 @@ fi
 
 started=$(date +%s)
 echo "fuzz.sh: building the fuzz targets"
-cargo +nightly fuzz build
+if ! cargo +nightly fuzz build; then
+    # A build killed by its machine (a tool's SIGBUS on a file that could
+    # not be written, as when the disk fills) is tried once more from a
+    # clean target directory; a second failure stops the script.
+    echo "fuzz.sh: the build failed; disk space where it builds:"
+    df -h "$ROOT/fuzz" || true
+    echo "fuzz.sh: building again from a clean fuzz/target"
+    rm -rf "$ROOT/fuzz/target"
+    cargo +nightly fuzz build
+fi
 
 SCRATCH="$ROOT/fuzz/scratch"
 failed=()

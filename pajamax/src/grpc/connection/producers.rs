@@ -26,6 +26,9 @@ impl GrpcConnection {
             self.return_credit();
         }
         let mut turns = self.ready.len();
+        // A producer asked to be called at a time: its entry stays on the
+        // timer until then, also if its call ends first (reset).
+        let mut paced = false;
         while turns > 0 {
             turns -= 1;
             if self.h2.output_len() >= self.produce_limit || self.h2.held_bytes() >= self.max_held {
@@ -81,6 +84,7 @@ impl GrpcConnection {
                         RawNext::Wait(at) => {
                             *wake_at = Some(at);
                             timers.add(at, stream);
+                            paced = true;
                             break;
                         }
                         RawNext::End(result) => {
@@ -139,6 +143,11 @@ impl GrpcConnection {
                 call.queued = true;
                 self.ready.push_back(stream);
             }
+        }
+        if paced {
+            // Calls that end long before the time they asked for (reset by
+            // the client) would otherwise pile their entries up until it.
+            self.prune_timers();
         }
         fit_room(&mut self.deflated);
         if !self.overlarge.is_empty() {

@@ -1093,6 +1093,52 @@ fn ended_calls_with_distant_deadlines_do_not_pile_up_on_the_timer() {
     );
 }
 
+/// Paced server streams (here waiting an hour for their next message)
+/// that the client resets long before their time leave that time on the
+/// timer. A client that keeps opening and resetting them on one
+/// connection, with no deadline anywhere, must not grow the timer heap
+/// with every stream it ever opened while no time comes.
+#[test]
+fn reset_paced_streams_do_not_pile_up_on_the_timer() {
+    let mut router = Router::new();
+    router.add(Arc::new(Hold));
+    let mut conn = GrpcConnection::new(Arc::new(router), &GrpcConfig::default(), None);
+    let mut client = Client::new();
+    let now = Instant::now();
+    conn.recv(&Client::handshake(&[]), now);
+    hear(&mut conn, &mut client);
+    let mut stream = 1;
+    for _ in 0..50 {
+        let mut input = Vec::new();
+        let first = stream;
+        for _ in 0..100 {
+            Frame::headers(stream, &client.request_block("/test.H/Hold", &[]), false)
+                .write(&mut input);
+            Frame::data(stream, &numbered(stream), true).write(&mut input);
+            stream += 2;
+        }
+        assert_eq!(conn.recv(&input, now), input.len());
+        conn.produce(now);
+        assert_eq!(conn.open_calls(), 100, "each stream waits for its time");
+        let mut resets = Vec::new();
+        for reset in (first..stream).step_by(2) {
+            Frame::rst_stream(reset, ErrorCode::CANCEL).write(&mut resets);
+        }
+        assert_eq!(conn.recv(&resets, now), resets.len());
+        conn.produce(now);
+        hear(&mut conn, &mut client);
+        assert_eq!(conn.open_calls(), 0);
+    }
+    // 5,000 paced streams reset, at most 100 open at once; the hour has
+    // not passed. What is kept is bounded by the streams open at once.
+    assert!(
+        conn.timers.len() <= 4 * 100,
+        "{} timer entries kept for 0 open calls",
+        conn.timers.len()
+    );
+    SEEN.with(|seen| seen.borrow_mut().clear());
+}
+
 /// One gRPC message flagged compressed: `payload` gzipped.
 fn gzipped(payload: &[u8]) -> Vec<u8> {
     use std::io::Write;

@@ -323,6 +323,53 @@ async fn ask_past_the_windows_then_fin(addr: std::net::SocketAddr, path: &'stati
     assert_eq!(heard.data_bytes, 65_535, "{heard:?}");
 }
 
+/// As `ask_past_the_windows_then_fin`, on a connection where an earlier
+/// call, long answered, had a distant deadline (its body came in a read of
+/// its own, so the deadline went on the connection's timer): that
+/// deadline is no longer anything the connection waits for, and does not
+/// keep it open for the hour once the client's windows are used up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deadline_of_an_ended_call_does_not_keep_a_connection_past_the_clients_fin() {
+    use common::raw::RawPeer;
+    use pajamax_test_peer::frame::Frame;
+    use prost::Message;
+
+    let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
+    let addr = server.local_addr();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let block = peer.request_block("/test.Streams/Unary", &[("grpc-timeout", "1H")]);
+        peer.send(&Frame::headers(1, &block, false).to_bytes());
+        // The head alone: the call waits for its body, its deadline set.
+        std::thread::sleep(Duration::from_millis(200));
+        let ask = Ask {
+            value: 5,
+            ..Ask::default()
+        };
+        let body = pajamax_test_peer::grpc::message(&ask.encode_to_vec());
+        peer.send(&Frame::data(1, &body, true).to_bytes());
+        let answered = peer.listen(Duration::from_secs(10), |h| !h.statuses.is_empty());
+        assert_eq!(answered.statuses, [(1, "0".to_string())], "{answered:?}");
+        let request = Ask {
+            count: 20_000,
+            size: 10,
+            ..Ask::default()
+        }
+        .encode_to_vec();
+        let bytes = peer.request(3, "/test.Streams/Count", &request);
+        peer.send(&bytes);
+        peer.socket.shutdown(std::net::Shutdown::Write).unwrap();
+        peer.listen(Duration::from_secs(10), |h| h.closed)
+    })
+    .await
+    .unwrap();
+    assert!(heard.closed, "the connection was kept: {heard:?}");
+    wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 1);
+    good_client_is_served(&server).await;
+    common::stop(server).await;
+}
+
 /// As `a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whole`,
 /// for a stream sent from another thread: once the client's windows, which
 /// it can no longer open, are used up, the connection closes and the

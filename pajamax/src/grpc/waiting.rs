@@ -31,6 +31,14 @@ impl WaitingCalls {
         self.len == 0
     }
 
+    /// Whether a waiting call has a deadline.
+    pub(crate) fn any_deadline(&self) -> bool {
+        self.places
+            .iter()
+            .flatten()
+            .any(|(_, waiting)| waiting.has_deadline())
+    }
+
     /// Keeps `waiting`, the call on `stream`; returns its tag (never 0).
     #[inline]
     pub(crate) fn insert(&mut self, stream: u32, waiting: Waiting) -> u32 {

@@ -950,7 +950,7 @@ fn after_fin(conn: &mut Conn, config: &RuntimeConfig) -> bool {
     }
     if !output_waits(conn)
         && !conn.grpc.wants_to_produce()
-        && conn.grpc.poll_timeout().is_none()
+        && !conn.grpc.waits_for_time()
         && !conn.grpc.awaits_other_threads()
     {
         return true;

@@ -50,6 +50,25 @@ impl GrpcConnection {
         self.settle_step();
     }
 
+    /// Whether an open call still needs the time to come: its deadline,
+    /// or its producer's wake-up. Unlike [`GrpcConnection::poll_timeout`],
+    /// which may name the time of a call that ended before it (its entry
+    /// stays on the timer until then or until a prune), only the calls
+    /// open now count.
+    pub(crate) fn waits_for_time(&self) -> bool {
+        self.waiting.any_deadline()
+            || self.calls.values().any(|call| {
+                call.deadline.is_some()
+                    || matches!(
+                        call.state,
+                        State::Producing {
+                            wake_at: Some(_),
+                            ..
+                        }
+                    )
+            })
+    }
+
     /// Drops the timer entries of ended calls once they outnumber the live
     /// ones by far. Called as deadlines are armed too, not only when a time
     /// comes: calls that end long before their deadline would otherwise

@@ -25,6 +25,7 @@ use pajamax::{
     Responses, ServerStream, Sink, Status, Streaming,
 };
 use std::collections::VecDeque;
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 /// Request metadata whose value comes back with the response headers.
@@ -230,6 +231,11 @@ fn full_duplex(
     requests: Streaming<StreamingOutputCallRequest>,
     mut sink: Sink<StreamingOutputCallResponse>,
 ) {
+    // Its sender goes as the call ends (the client cancelled, the deadline
+    // passed, the connection closed): a wait for an answer's interval ends
+    // with the call instead of sleeping it out.
+    let (ended_tx, ended) = std::sync::mpsc::channel::<()>();
+    sink.on_cancel(move |_| drop(ended_tx));
     for request in requests {
         let request = match request {
             Ok(request) => request,
@@ -240,7 +246,10 @@ fn full_duplex(
         }
         for parameters in &request.response_parameters {
             if parameters.interval_us > 0 {
-                std::thread::sleep(Duration::from_micros(parameters.interval_us as u64));
+                let interval = Duration::from_micros(parameters.interval_us as u64);
+                if let Err(RecvTimeoutError::Disconnected) = ended.recv_timeout(interval) {
+                    return;
+                }
             }
             let answer = match payload(request.response_type, parameters.size) {
                 Ok(payload) => StreamingOutputCallResponse {

@@ -478,8 +478,9 @@ impl Builder {
     }
 
     /// Shows every answered call to `observer` (method, status code,
-    /// duration, message bytes each way), on the worker that served it. See
-    /// [`CallObserver`] and the
+    /// duration, message bytes each way), on the worker that served it;
+    /// requests turned away before they are read as calls are not shown.
+    /// See [`CallObserver`] and the
     /// [crate docs](crate#interceptors-and-observers).
     ///
     /// ```

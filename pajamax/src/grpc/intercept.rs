@@ -99,21 +99,33 @@ pub struct FinishedCall<'a> {
     pub method: &'a str,
     /// The status the call ended with.
     pub code: Code,
-    /// From the arrival of the request's headers (the read that brought
-    /// them) to the answer's end. A call answered before its handler ran
-    /// counts from the read that completed its request, or, ended while
-    /// its body was awaited (its deadline passed, the server stopped), from
-    /// its end: zero.
+    /// From the time of the read that let the handler run to the answer's
+    /// end. For a client-streaming or bidirectional call, that is the read
+    /// that brought the request's headers. For a unary or
+    /// server-streaming call, it is the read that completed its request
+    /// message (the time the request's body took to arrive is not
+    /// counted), or, for a call that had to wait to run until the client
+    /// read the answers held for its windows, the step in which it ran. A
+    /// call answered before its handler ran counts from the read that
+    /// completed its request, or, ended while its body was awaited (its
+    /// deadline passed, the server stopped), from its end: zero.
     pub duration: Duration,
-    /// Request message bytes taken in, 5-byte prefixes included.
+    /// Request message bytes as the handler took them, 5-byte prefixes
+    /// included: a compressed message counts inflated.
     pub request_bytes: u64,
-    /// Answer message bytes sent, 5-byte prefixes included.
+    /// Answer message bytes as the handler made them, 5-byte prefixes
+    /// included: a message sent compressed counts before its compression.
     pub response_bytes: u64,
 }
 
 /// A hook that sees each call once it is answered, on the worker that
 /// served it. It must not block. A call the client resets, or whose
 /// connection closes before it is answered, is seen with `CANCELLED`.
+/// Requests turned away before they are read as calls are not seen: one
+/// whose header list is past
+/// [`max_header_list_size`](crate::Builder::max_header_list_size)
+/// (answered `RESOURCE_EXHAUSTED`), and streams refused with
+/// REFUSED_STREAM.
 pub trait CallObserver: Send + Sync + 'static {
     /// One call is answered.
     fn finished(&self, call: &FinishedCall<'_>);

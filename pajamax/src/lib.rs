@@ -237,17 +237,17 @@
 //!
 //! The `h2` module (the HTTP/2 codec and its HPACK) and the `grpc` module
 //! (gRPC over it: the connection, the router, framing) are public
-//! for the project's own tests, fuzz targets and benches, and for the code
-//! `pajamax-build` generates, which names a few `grpc` paths. They are
-//! hidden from these docs and may change in any release: everything an
+//! for the project's own tests, fuzz targets and benches; the code
+//! `pajamax-build` generates names none of their paths. They are hidden
+//! from these docs and may change in any release: everything an
 //! application uses is re-exported here, at the crate root. How the layers
 //! fit together is in `docs/architecture.md` in the repository.
 
 pub mod dispatch;
 mod fast_hash;
 mod stream_map;
-// Internals: public for the project's tests, fuzz targets and benches (and
-// for the paths generated code names); not part of the documented API.
+// Internals: public for the project's tests, fuzz targets and benches; not
+// part of the documented API, and generated code does not name them.
 // Their docs are for the project's maintainers, and may link to the private
 // items next to them.
 #[doc(hidden)]

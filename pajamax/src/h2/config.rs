@@ -5,8 +5,8 @@
 ///
 /// [`Builder::bind`](crate::Builder::bind) refuses (`InvalidInput`) a
 /// `max_frame_size` outside 16 384 ..= 16 777 215, a window above
-/// 2^31 - 1, and a `max_concurrent_streams`, `initial_stream_window` or
-/// `max_unproductive_frames` of 0.
+/// 2^31 - 1, and a `max_concurrent_streams`, `initial_stream_window`,
+/// `max_unproductive_frames` or `stream_send_buffer` of 0.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// SETTINGS_MAX_CONCURRENT_STREAMS: open streams allowed per connection;

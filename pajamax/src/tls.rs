@@ -93,7 +93,9 @@ impl TlsConfig {
     /// [`Context::peer_certificates`](crate::Context::peer_certificates).
     ///
     /// Fails with `InvalidData` if `pem` holds no certificate, or one that
-    /// is not a usable CA certificate.
+    /// does not parse as an X.509 certificate. A certificate that parses is
+    /// trusted as it is, whether or not it is marked as a CA: it is not
+    /// checked for a CA's basic constraints or key usage.
     pub fn client_ca_pem(mut self, pem: &[u8]) -> io::Result<TlsConfig> {
         let mut roots = RootCertStore::empty();
         for cert in certificates(pem, "the client CA certificates")? {

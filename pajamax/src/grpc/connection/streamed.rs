@@ -63,7 +63,10 @@ impl GrpcConnection {
     /// Request bytes of a streaming call: kept, then handed on as complete
     /// messages.
     pub(super) fn take_in(&mut self, stream: u32, data: &[u8]) {
-        if self.buffered + data.len() > self.max_buffered && !self.awaited(stream) {
+        let held = self.buffered + data.len();
+        if held > self.max_buffered
+            && (held > self.max_buffered.saturating_mul(2) || !self.awaited(stream))
+        {
             let call = self.take_call(stream).expect("checked by the caller");
             let status =
                 Status::resource_exhausted("the connection buffers too many request messages");
@@ -82,7 +85,9 @@ impl GrpcConnection {
     /// behind that very thread (dispatch mode), which it reads once it is
     /// done with this one: ended for their bytes, the call it reads could
     /// not go on. So a connection holds at most one message more for each
-    /// thread that waits for one.
+    /// thread that waits for one, and never more than twice its limit: a
+    /// client may leave each of those messages incomplete for as long as
+    /// it likes, on as many streams as it may open.
     #[cold]
     fn awaited(&self, stream: u32) -> bool {
         match self.calls.get(stream).map(|call| &call.state) {

@@ -1917,6 +1917,84 @@ fn a_call_refused_room_again_and_again_is_listed_once_among_the_starved() {
     drop(taken);
 }
 
+/// Client streams whose threads each wait for their next message, while
+/// their clients each send part of a message and never the rest: past
+/// `max_buffered_request_bytes`, what the connection holds for them stays
+/// within twice the limit, not one message for every stream it may open;
+/// the calls past it end RESOURCE_EXHAUSTED.
+#[test]
+fn parts_of_messages_threads_wait_for_are_bounded_per_connection() {
+    const LIMIT: usize = 1000;
+    let mut router = Router::new();
+    router.add(Arc::new(Take));
+    let config = GrpcConfig {
+        max_buffered_request_bytes: LIMIT,
+        ..GrpcConfig::default()
+    };
+    let mut conn = GrpcConnection::new(Arc::new(router), &config, None);
+    let inbox = Inbox::new(|| {});
+    conn.set_inbox(inbox.clone(), 7);
+    let mut client = Client::new();
+    let streams: Vec<u32> = (0..10).map(|i| 1 + 2 * i).collect();
+    let mut input = Client::handshake(&[]);
+    for &stream in &streams {
+        client
+            .request_headers(stream, "/test.T/Take", &[], false)
+            .write(&mut input);
+    }
+    conn.recv(&input, Instant::now());
+    hear(&mut conn, &mut client);
+    let taken = TAKEN.with(|taken| std::mem::take(&mut *taken.borrow_mut()));
+    assert_eq!(taken.len(), streams.len());
+    let mut responders = Vec::new();
+    let mut readers = Vec::new();
+    for (mut requests, responder) in taken {
+        responders.push(responder);
+        readers.push(std::thread::spawn(move || {
+            while let Some(Ok(_)) = requests.next() {}
+        }));
+    }
+    let waits = |conn: &GrpcConnection, stream: u32| {
+        matches!(&conn.calls.get(stream).expect("open").state,
+            State::Remote(remote) if remote.shared.awaits_message())
+    };
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while !streams.iter().all(|&stream| waits(&conn, stream)) {
+        assert!(Instant::now() < give_up, "the threads never waited");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // 600 bytes of a message of 100,000 on each stream.
+    let mut part = vec![0];
+    part.extend(100_000u32.to_be_bytes());
+    part.extend([b'm'; 595]);
+    let mut input = Vec::new();
+    for &stream in &streams {
+        Frame::data(stream, &part, false).write(&mut input);
+    }
+    conn.recv(&input, Instant::now());
+    hear(&mut conn, &mut client);
+    assert!(
+        conn.buffered_request_bytes() <= 2 * LIMIT,
+        "{} bytes held for a limit of {LIMIT}",
+        conn.buffered_request_bytes()
+    );
+    let exhausted = streams
+        .iter()
+        .filter(|&&stream| client.heard().status(stream) == Some("8"))
+        .count();
+    assert_eq!(exhausted, streams.len() - 3, "{:?}", client.heard());
+    let mut resets = Vec::new();
+    for &stream in &streams {
+        Frame::rst_stream(stream, ErrorCode::CANCEL).write(&mut resets);
+    }
+    conn.recv(&resets, Instant::now());
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    assert_eq!(conn.open_calls(), 0);
+    drop(responders);
+}
+
 /// Whether what a handing-over of a call gave sees the call ended.
 type Ended = Box<dyn Fn() -> bool>;
 

@@ -820,8 +820,11 @@ impl Connection {
         frame::write_rst_stream(self.output.buf(), stream, reason);
         self.drop_stream(stream, events);
         // A stream reset while idle (a bad PRIORITY frame) is closed from
-        // now on: it can no longer be opened by HEADERS.
-        self.streams.pass(stream);
+        // now on: it can no longer be opened by HEADERS. An even one stays
+        // idle, and leaves the client's streams below it idle too.
+        if !stream.is_multiple_of(2) {
+            self.streams.pass(stream);
+        }
         self.streams.remember_closed(stream, true);
     }
 

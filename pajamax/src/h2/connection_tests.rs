@@ -2137,3 +2137,27 @@ fn frames_on_even_streams_are_frames_on_idle_streams() {
         expect_goaway(&mut peer, &frame, Reason::PROTOCOL_ERROR);
     }
 }
+
+/// A bad PRIORITY frame on an even stream is a stream error on a stream
+/// only the server could open: the client's streams below that id stay
+/// idle (RFC 9113 section 5.1.1: the first use of an id closes the idle
+/// streams of the peer that would open it), and the next one opens.
+#[test]
+fn a_bad_priority_frame_on_an_even_stream_leaves_the_clients_lower_streams_idle() {
+    let mut peer = Peer::default();
+    let bytes = peer.headers_frame(1, false);
+    peer.feed(&bytes);
+    peer.feed(&priority(4, 4, 16));
+    assert_eq!(
+        rst_reason(&peer.take_frames(), 4),
+        Some(Reason::PROTOCOL_ERROR)
+    );
+    let bytes = peer.headers_frame(3, false);
+    let events = peer.feed(&bytes);
+    assert!(
+        matches!(events[..], [Event::Request { stream: 3, .. }]),
+        "{events:?}"
+    );
+    assert!(peer.conn.error().is_none());
+    assert!(peer.conn.is_stream_open(3));
+}

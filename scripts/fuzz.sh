@@ -41,7 +41,9 @@ echo "fuzz.sh: building the fuzz targets"
 if ! cargo +nightly fuzz build; then
     # A build killed by its machine (a tool's SIGBUS on a file that could
     # not be written, as when the disk fills) is tried once more from a
-    # clean target directory; a second failure stops the script.
+    # clean fuzz/target (where it builds unless CARGO_TARGET_DIR says
+    # otherwise; a directory of one's own choosing is left alone); a second
+    # failure stops the script.
     echo "fuzz.sh: the build failed; disk space where it builds:"
     df -h "$ROOT/fuzz" || true
     echo "fuzz.sh: building again from a clean fuzz/target"

@@ -722,6 +722,19 @@ impl Backend {
     }
 }
 
+/// The count a client stream opened by `put` is answered with (10 s at
+/// most).
+async fn answered(
+    answer: tokio::task::JoinHandle<Result<d::kw::r#type::r#match::M, tonic::Status>>,
+) -> String {
+    let answer = tokio::time::timeout(Duration::from_secs(10), answer)
+        .await
+        .expect("the call is answered")
+        .unwrap()
+        .unwrap();
+    answer.s
+}
+
 fn m(s: &str) -> d::kw::r#type::r#match::M {
     d::kw::r#type::r#match::M { s: s.into() }
 }
@@ -753,18 +766,8 @@ async fn a_dispatched_client_stream_is_not_starved_by_the_calls_queued_behind_it
     first.send(m(&"c".repeat(300))).unwrap();
     assert_eq!(next_read().await.unwrap(), Ok("cccccccc".into()));
     drop((first, second));
-    let answer = tokio::time::timeout(Duration::from_secs(10), first_answer)
-        .await
-        .expect("the first call is answered")
-        .unwrap()
-        .unwrap();
-    assert_eq!(answer.s, "2");
-    let answer = tokio::time::timeout(Duration::from_secs(10), second_answer)
-        .await
-        .expect("the second call is answered")
-        .unwrap()
-        .unwrap();
-    assert_eq!(answer.s, "1");
+    assert_eq!(answered(first_answer).await, "2");
+    assert_eq!(answered(second_answer).await, "1");
     shutdown(server).await;
     backend.join();
 }
@@ -801,22 +804,12 @@ async fn a_dispatched_client_stream_is_not_ended_for_the_bytes_of_the_calls_queu
     first.send(m(&"c".repeat(600_000))).unwrap();
     assert_eq!(next_read().await.unwrap(), Ok("cccccccc".into()));
     drop(first);
-    let answer = tokio::time::timeout(Duration::from_secs(10), first_answer)
-        .await
-        .expect("the first call is answered")
-        .unwrap()
-        .unwrap();
-    assert_eq!(answer.s, "2");
+    assert_eq!(answered(first_answer).await, "2");
     drop(second);
     for _ in 0..22 {
         assert_eq!(next_read().await.unwrap(), Ok("bbbbbbbb".into()));
     }
-    let answer = tokio::time::timeout(Duration::from_secs(10), second_answer)
-        .await
-        .expect("the second call is answered")
-        .unwrap()
-        .unwrap();
-    assert_eq!(answer.s, "22");
+    assert_eq!(answered(second_answer).await, "22");
     shutdown(server).await;
     backend.join();
 }

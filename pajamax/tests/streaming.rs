@@ -90,6 +90,46 @@ async fn client_streams_of_4000_messages_are_summed() {
     common::stop(server).await;
 }
 
+/// A request message past `max_recv_message_size` ends a client stream
+/// RESOURCE_EXHAUSTED on the worker, and the thread reading the stream
+/// learns that status from its requests after the message before it (as a
+/// tonic or grpc-go handler's request stream reports the error that ended
+/// it), not a bare cancellation.
+#[tokio::test]
+async fn a_thread_reads_the_status_the_worker_ended_its_call_with() {
+    let (server, seen) = streams::start(
+        pajamax::Server::builder()
+            .workers(1)
+            .max_recv_message_size(16),
+    );
+    let channel = common::connect(&server).await;
+    // 23 bytes encoded.
+    let big = Ask {
+        count: u32::MAX,
+        size: u32::MAX,
+        value: u64::MAX,
+        ..Ask::default()
+    };
+    let small = Ask {
+        value: 1,
+        ..Ask::default()
+    };
+    let status = client_stream(channel, "SumThread", vec![small, big])
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let read = loop {
+        let read = seen.sum_thread_errors.lock().unwrap().clone();
+        if !read.is_empty() || Instant::now() > deadline {
+            break read;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(read, [pajamax::Code::ResourceExhausted]);
+    common::stop(server).await;
+}
+
 #[tokio::test]
 async fn a_handler_error_mid_stream_ends_the_call() {
     let (server, _) = streams::start(pajamax::Server::builder().workers(1));

@@ -65,6 +65,8 @@ pub struct Seen {
     pub deaf_ended: AtomicUsize,
     /// Threads of `SumFirst` calls whose requests ended after the answer.
     pub first_readers_ended: AtomicUsize,
+    /// The statuses `SumThread` threads read from their requests.
+    pub sum_thread_errors: std::sync::Mutex<Vec<pajamax::Code>>,
 }
 
 impl Seen {
@@ -372,7 +374,10 @@ impl Service for Streams {
                                 sum += ask.value;
                                 count += 1;
                             }
-                            Err(status) => return responder.respond::<Item>(Err(status)),
+                            Err(status) => {
+                                seen.sum_thread_errors.lock().unwrap().push(status.code());
+                                return responder.respond::<Item>(Err(status));
+                            }
                         }
                     }
                     responder

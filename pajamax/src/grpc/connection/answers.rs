@@ -93,6 +93,12 @@ impl GrpcConnection {
             );
         }
         if let State::Remote(remote) = &call.state {
+            if let Some(status) = &status {
+                // Ended on the worker (a request message past the limits,
+                // one that does not inflate): the thread reads why after
+                // the messages before it, as the client does.
+                remote.shared.end_incoming(Some(status.clone()));
+            }
             remote.shared.cancel(CancelReason::Ended);
         }
         let md = &call.response;

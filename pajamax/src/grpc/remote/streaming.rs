@@ -15,7 +15,10 @@ use std::time::Instant;
 ///
 /// Iterating blocks until the next message arrives and ends when the client
 /// is done. An item is an error when a message does not decode
-/// (`INTERNAL`) or the call has ended ([`Cancelled`](super::Cancelled) as a status),
+/// (`INTERNAL`), when the server ended the call for a request message
+/// (the status the client got, such as `RESOURCE_EXHAUSTED` for one past
+/// the size limit), or when the call has ended otherwise
+/// ([`Cancelled`](super::Cancelled) as a status),
 /// also once the client is done if the call was cancelled since (reset,
 /// past its deadline, its connection gone), as grpc-go's `Recv` returns
 /// the call's cancellation (tonic drops the handler of a call reset);

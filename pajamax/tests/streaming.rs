@@ -118,14 +118,8 @@ async fn a_thread_reads_the_status_the_worker_ended_its_call_with() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::ResourceExhausted);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let read = loop {
-        let read = seen.sum_thread_errors.lock().unwrap().clone();
-        if !read.is_empty() || Instant::now() > deadline {
-            break read;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    common::wait_for(|| !seen.sum_thread_errors.lock().unwrap().is_empty()).await;
+    let read = seen.sum_thread_errors.lock().unwrap().clone();
     assert_eq!(read, [pajamax::Code::ResourceExhausted]);
     common::stop(server).await;
 }

@@ -18,15 +18,6 @@ async fn good_client_is_served(server: &pajamax::ServerHandle) {
     assert_eq!(reply.get_ref().value, 9);
 }
 
-async fn wait_for(what: impl Fn() -> bool) {
-    for _ in 0..500 {
-        if what() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_client_stream_into_a_handler_that_does_not_read_is_held_back() {
     let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
@@ -79,7 +70,7 @@ async fn an_endless_client_stream_into_a_handler_that_does_not_read_is_held_back
     good_client_is_served(&server).await;
     call.abort();
     drop(channel);
-    wait_for(|| seen.hoarders_cancelled.load(Ordering::SeqCst) == 1).await;
+    common::wait_for(|| seen.hoarders_cancelled.load(Ordering::SeqCst) == 1).await;
     assert_eq!(seen.hoarders_cancelled.load(Ordering::SeqCst), 1);
     common::stop(server).await;
 }
@@ -122,7 +113,7 @@ async fn streams_opened_and_never_sent_on_are_bounded_by_the_stream_limit() {
     }
     drop(channel);
     // The calls the server held end as the client resets them.
-    wait_for(|| seen.handlers_dropped_early.load(Ordering::SeqCst) >= 100).await;
+    common::wait_for(|| seen.handlers_dropped_early.load(Ordering::SeqCst) >= 100).await;
     assert!(seen.handlers_dropped_early.load(Ordering::SeqCst) >= 100);
     assert!(server.stats().peak_open_streams <= 100);
     common::stop(server).await;
@@ -175,7 +166,7 @@ async fn many_unread_half_open_streams_hold_a_bounded_amount() {
     assert!(stats.peak_held_bytes >= 1 << 19, "{stats:?}");
     drop(unread);
     drop(channel);
-    wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == opened).await;
+    common::wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == opened).await;
     assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), opened);
     common::stop(server).await;
 }
@@ -246,7 +237,7 @@ async fn a_sink_is_held_back_by_a_client_that_opens_its_windows_and_never_reads(
     good_client_is_served(&server).await;
     drop(peer);
     // The thread learns that the connection closed, if it still sends.
-    wait_for(|| {
+    common::wait_for(|| {
         seen.threads_done.load(Ordering::SeqCst) + seen.sends_cancelled.load(Ordering::SeqCst) == 1
     })
     .await;
@@ -297,7 +288,7 @@ async fn a_server_stream_asked_for_right_before_the_clients_fin_is_answered_whol
     // A stream larger than the windows, which the client can no longer
     // open, ends with the connection once the windows are used up.
     ask_past_the_windows_then_fin(addr, "/test.Streams/Count").await;
-    wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == 1).await;
+    common::wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == 1).await;
     assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 1);
     good_client_is_served(&server).await;
     common::stop(server).await;
@@ -364,7 +355,7 @@ async fn the_deadline_of_an_ended_call_does_not_keep_a_connection_past_the_clien
     .await
     .unwrap();
     assert!(heard.closed, "the connection was kept: {heard:?}");
-    wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == 1).await;
+    common::wait_for(|| seen.producers_dropped_early.load(Ordering::SeqCst) == 1).await;
     assert_eq!(seen.producers_dropped_early.load(Ordering::SeqCst), 1);
     good_client_is_served(&server).await;
     common::stop(server).await;
@@ -379,7 +370,7 @@ async fn the_deadline_of_an_ended_call_does_not_keep_a_connection_past_the_clien
 async fn a_thread_streaming_past_the_windows_of_a_client_that_sent_its_fin_is_let_go() {
     let (server, seen) = streams::start(pajamax::Server::builder().workers(1));
     ask_past_the_windows_then_fin(server.local_addr(), "/test.Streams/CountThread").await;
-    wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == 1).await;
+    common::wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == 1).await;
     assert_eq!(seen.sends_cancelled.load(Ordering::SeqCst), 1);
     assert_eq!(seen.threads_done.load(Ordering::SeqCst), 0);
     good_client_is_served(&server).await;
@@ -442,7 +433,7 @@ async fn threads_streaming_past_the_windows_of_a_client_that_sent_its_fin_all_en
         "no call ended before the FIN: {before:?}"
     );
     assert_eq!(heard.statuses, [(last, "0".to_owned())], "{heard:?}");
-    wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == streams as usize).await;
+    common::wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == streams as usize).await;
     assert_eq!(
         seen.sends_cancelled.load(Ordering::SeqCst),
         streams as usize
@@ -486,7 +477,7 @@ async fn a_client_gone_while_a_thread_has_nothing_to_send_is_let_go() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(server.connections(), 0, "the connection is kept");
-    wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == 1).await;
+    common::wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == 1).await;
     assert_eq!(seen.threads_done.load(Ordering::SeqCst), 0);
     good_client_is_served(&server).await;
     common::stop(server).await;
@@ -621,7 +612,7 @@ async fn many_sinks_to_a_client_that_opens_its_windows_and_never_reads_are_bound
     let stats = server.stats();
     good_client_is_served(&server).await;
     drop(peer);
-    wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == streams as usize).await;
+    common::wait_for(|| seen.sends_cancelled.load(Ordering::SeqCst) == streams as usize).await;
     assert_eq!(
         seen.sends_cancelled.load(Ordering::SeqCst),
         streams as usize
@@ -698,7 +689,7 @@ async fn requests_a_thread_let_go_of_unread_hold_no_share_of_the_connection() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop(deaf);
     drop(channel);
-    wait_for(|| seen.deaf_ended.load(Ordering::SeqCst) == 2).await;
+    common::wait_for(|| seen.deaf_ended.load(Ordering::SeqCst) == 2).await;
     assert_eq!(seen.deaf_ended.load(Ordering::SeqCst), 2);
     common::stop(server).await;
 }
@@ -771,7 +762,7 @@ async fn many_sinks_sharing_a_connection_some_cancelled_mid_way_end_whole() {
         .await
         .expect("every call not cancelled ends");
     assert_eq!((whole, cancelled), (CALLS - CALLS / 3, CALLS / 3));
-    wait_for(|| {
+    common::wait_for(|| {
         seen.threads_done.load(Ordering::SeqCst) + seen.sends_cancelled.load(Ordering::SeqCst)
             == CALLS as usize
     })
@@ -821,7 +812,7 @@ async fn a_call_answered_early_ends_the_requests_its_thread_reads() {
         .unwrap();
     assert_eq!(answer.get_ref().value, 5);
     // The client has not ended its requests.
-    wait_for(|| seen.first_readers_ended.load(Ordering::SeqCst) == 1).await;
+    common::wait_for(|| seen.first_readers_ended.load(Ordering::SeqCst) == 1).await;
     assert_eq!(seen.first_readers_ended.load(Ordering::SeqCst), 1);
     drop(more);
     common::stop(server).await;

@@ -273,3 +273,15 @@ pub async fn echo_works_on(channel: Channel, method: &str) {
         other => panic!("no short call for {other}"),
     }
 }
+
+/// Waits until `what` holds, for five seconds at most (then returns, for
+/// the caller's assertion to tell what did not happen).
+#[allow(dead_code)]
+pub async fn wait_for(what: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if what() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}

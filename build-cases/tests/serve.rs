@@ -618,7 +618,7 @@ async fn a_dispatched_stream_stops_when_its_client_goes() {
 /// `kw.type.match_.Same1` in dispatch mode whose `Put` says what it read,
 /// as it reads it: a message's first characters, or the error that ended
 /// the stream.
-struct Reader(std::sync::mpsc::Sender<Result<String, tonic::Code>>);
+struct Reader(std::sync::mpsc::SyncSender<Result<String, tonic::Code>>);
 
 impl d::kw::r#type::r#match::same1_server::Same1Shard for Reader {
     fn put(
@@ -692,9 +692,22 @@ impl Backend {
         pajamax::dispatch::Sender<d::kw::r#type::r#match::same1_server::Same1Call>,
         Backend,
     ) {
+        Backend::reporting_ahead(64)
+    }
+
+    /// A backend that goes on reading only while at most `ahead` of the
+    /// messages it read are not yet taken by [`Backend::next_read`]: with
+    /// 0 it is busy with each message it takes until the test takes what
+    /// it read.
+    fn reporting_ahead(
+        ahead: usize,
+    ) -> (
+        pajamax::dispatch::Sender<d::kw::r#type::r#match::same1_server::Same1Call>,
+        Backend,
+    ) {
         let (sender, queue) =
             pajamax::dispatch::channel::<d::kw::r#type::r#match::same1_server::Same1Call>(16);
-        let (read_tx, read) = std::sync::mpsc::channel();
+        let (read_tx, read) = std::sync::mpsc::sync_channel(ahead);
         let thread = std::thread::spawn(move || {
             let mut shard = Reader(read_tx);
             for call in queue {
@@ -802,6 +815,48 @@ async fn a_dispatched_client_stream_is_not_ended_for_the_bytes_of_the_calls_queu
     // Long enough for the worker to take all the client may send.
     tokio::time::sleep(Duration::from_millis(500)).await;
     first.send(m(&"c".repeat(600_000))).unwrap();
+    assert_eq!(next_read().await.unwrap(), Ok("cccccccc".into()));
+    drop(first);
+    assert_eq!(answered(first_answer).await, "2");
+    drop(second);
+    for _ in 0..22 {
+        assert_eq!(next_read().await.unwrap(), Ok("bbbbbbbb".into()));
+    }
+    assert_eq!(answered(second_answer).await, "22");
+    shutdown(server).await;
+    backend.join();
+}
+
+/// As above, but the backend is still busy with the first call's message
+/// (it has not asked for the next one) when the next one comes: that call
+/// is being read, so its next message is kept all the same, and the
+/// backend reads it once it asks.
+#[tokio::test]
+async fn a_dispatched_client_stream_whose_backend_is_busy_is_not_ended_for_the_calls_queued_behind_it(
+) {
+    use d::kw::r#type::r#match::same1_server::Same1Server;
+    let (sender, backend) = Backend::reporting_ahead(0);
+    let server = serve(
+        pajamax::Server::builder()
+            .max_buffered_request_bytes(1536 << 10)
+            .add_service(Same1Server::new(Same1Queue(sender))),
+    );
+    let client = client(&server).await;
+    let next_read = || backend.next_read();
+
+    let (first, first_answer) = put(&client);
+    first.send(m("first")).unwrap();
+    // The backend has taken "first" and waits until the test takes what it
+    // read: it is not waiting for the call's next message meanwhile.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (second, second_answer) = put(&client);
+    for _ in 0..22 {
+        second.send(m(&"b".repeat(100_000))).unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    first.send(m(&"c".repeat(600_000))).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(next_read().await.unwrap(), Ok("first".into()));
     assert_eq!(next_read().await.unwrap(), Ok("cccccccc".into()));
     drop(first);
     assert_eq!(answered(first_answer).await, "2");

@@ -250,9 +250,10 @@ impl Builder {
 
     /// Incomplete request bytes one connection may buffer over all its
     /// calls; a call past it gets RESOURCE_EXHAUSTED, but for the next
-    /// message of a call whose thread waits for it (that thread may serve
-    /// the calls holding the room next, as in dispatch mode), taken up to
-    /// twice the limit. Default: 64 MiB.
+    /// message of a call a thread reads (it has asked for a message; it
+    /// may be busy with the last one, and may serve the calls holding the
+    /// room next, as in dispatch mode), taken up to twice the limit.
+    /// Default: 64 MiB.
     ///
     /// The same limit bounds, each counted on its own, two kinds of a
     /// connection's request bytes waiting for handlers on other threads

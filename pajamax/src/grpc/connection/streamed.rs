@@ -79,21 +79,21 @@ impl GrpcConnection {
         self.pump(stream);
     }
 
-    /// Whether the call's thread waits for its next request message: the
+    /// Whether the call's thread reads it and takes this stream's next
+    /// request message next (it may still be busy with the last one): the
     /// bytes of that message are kept past the connection's limit, as they
-    /// are queued past its share. The room may be held by the calls queued
-    /// behind that very thread (dispatch mode), which it reads once it is
-    /// done with this one: ended for their bytes, the call it reads could
-    /// not go on. So a connection holds at most one message more for each
-    /// thread that waits for one, and never more than twice its limit: a
-    /// client may leave each of those messages incomplete for as long as
-    /// it likes, on as many streams as it may open.
+    /// are queued past its share once the thread waits for it. The room
+    /// may be held by the calls queued behind that very thread (dispatch
+    /// mode), which it reads once it is done with this one: ended for
+    /// their bytes, the call it reads could not go on. So a connection
+    /// holds at most one message more for each thread that reads a call,
+    /// and never more than twice its limit: a client may leave each of
+    /// those messages incomplete for as long as it likes, on as many
+    /// streams as it may open.
     #[cold]
     fn awaited(&self, stream: u32) -> bool {
         match self.calls.get(stream).map(|call| &call.state) {
-            Some(State::Remote(remote)) => {
-                !remote.incoming_blocked && remote.shared.awaits_message()
-            }
+            Some(State::Remote(remote)) => !remote.incoming_blocked && remote.shared.reads_on(),
             _ => false,
         }
     }

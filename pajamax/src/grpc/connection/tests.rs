@@ -1956,7 +1956,7 @@ fn parts_of_messages_threads_wait_for_are_bounded_per_connection() {
     }
     let waits = |conn: &GrpcConnection, stream: u32| {
         matches!(&conn.calls.get(stream).expect("open").state,
-            State::Remote(remote) if remote.shared.awaits_message())
+            State::Remote(remote) if remote.shared.reads_on())
     };
     let give_up = Instant::now() + Duration::from_secs(10);
     while !streams.iter().all(|&stream| waits(&conn, stream)) {

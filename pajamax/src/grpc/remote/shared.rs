@@ -66,6 +66,9 @@ pub(super) struct State {
     /// hold the lock, none being queued): the next one is queued whatever
     /// the connection's share holds.
     pub(super) reader_waiting: bool,
+    /// The thread has asked for a request message at least once: it reads
+    /// the call, and takes the next message once done with the last.
+    reader_started: bool,
     /// The thread let go of its [`Streaming`](super::Streaming): what it did not take is
     /// dropped, and so is what comes after.
     pub(super) reader_gone: bool,
@@ -96,6 +99,7 @@ impl Shared {
                 resume_wanted: false,
                 room_wanted: false,
                 reader_waiting: false,
+                reader_started: false,
                 reader_gone: false,
                 lent: 0,
                 lent_waiting: false,
@@ -233,12 +237,16 @@ impl Shared {
         Offered::Queued
     }
 
-    /// Whether the thread waits for the call's next request message, none
-    /// being queued: that message is taken whatever the connection holds
-    /// (see [`Shared::offer`]).
-    pub(crate) fn awaits_message(&self) -> bool {
+    /// Whether the thread reads the call (it has asked for a request
+    /// message, and has not let go of its [`Streaming`](super::Streaming))
+    /// and none is queued: the next message is the one it takes next, once
+    /// done with the last. Its bytes are kept on the worker past the
+    /// connection's limit, and the message is queued whatever the
+    /// connection's share holds once the thread waits for it (see
+    /// [`Shared::offer`]).
+    pub(crate) fn reads_on(&self) -> bool {
         let state = lock(&self.state);
-        state.reader_waiting && state.incoming.is_empty()
+        state.reader_started && !state.reader_gone && state.incoming.is_empty()
     }
 
     /// The client has sent everything (`None`), or its stream failed.
@@ -332,6 +340,7 @@ impl Shared {
     /// client was still sending.
     pub(super) fn take_incoming(&self) -> Result<Option<Vec<u8>>, Status> {
         let mut state = lock(&self.state);
+        state.reader_started = true;
         loop {
             if let Some(message) = state.incoming.pop_front() {
                 state.incoming_bytes -= message.len();

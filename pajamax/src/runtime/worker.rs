@@ -37,6 +37,11 @@ const LINGER: Duration = Duration::from_secs(1);
 /// it serves (`Worker::spare`).
 const SPARE_KEPT: usize = 64 << 10;
 
+/// The most answer parts from other threads a worker keeps room for across
+/// a sweep, in its inbox and in its list of deliveries each (a part takes
+/// some 150 bytes).
+const KEPT_DELIVERIES: usize = 256;
+
 /// A connection handed from the acceptor to a worker.
 pub(crate) struct NewConnection {
     pub socket: Socket,
@@ -186,6 +191,9 @@ pub(crate) struct Worker {
     generations: Vec<u32>,
     free: Vec<usize>,
     inbox: Arc<Inbox>,
+    /// The parts taken from the inbox, as they are handed to their
+    /// connections; its room, and the inbox's, past [`KEPT_DELIVERIES`]
+    /// parts is dropped at each sweep.
     deliveries: Vec<Delivery>,
     /// Connections to serve in the next turn even without an event.
     again: SlotList,
@@ -602,6 +610,10 @@ impl Worker {
     fn sweep(&mut self, now: Instant) {
         // Once per tick.
         self.spare.trim(SPARE_KEPT);
+        if self.deliveries.capacity() > KEPT_DELIVERIES {
+            self.deliveries = Vec::new();
+        }
+        self.inbox.trim(KEPT_DELIVERIES);
         let force = self.stopping_now
             || self
                 .shutting_down_since
@@ -1280,6 +1292,27 @@ mod tests {
         conn
     }
 
+    /// One worker without keepalive, idle timeout or age limit.
+    fn config() -> RuntimeConfig {
+        RuntimeConfig {
+            workers: 1,
+            pin_workers: false,
+            max_connections: 1,
+            idle_timeout: None,
+            keepalive_interval: None,
+            keepalive_timeout: Duration::from_secs(20),
+            max_connection_age: None,
+            max_connection_age_grace: None,
+            handshake_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(10),
+            max_pending_output: 1 << 20,
+            read_buffer_size: 4096,
+            grpc: GrpcConfig::default(),
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+
     /// What `socket` holds now, read to its end or until it would block;
     /// `None` at the end of the peer's input.
     fn unread(socket: &mut Socket) -> Option<usize> {
@@ -1344,21 +1377,9 @@ mod tests {
         conn.read_ended = true;
         let interval = Duration::from_millis(10);
         let config = RuntimeConfig {
-            workers: 1,
-            pin_workers: false,
-            max_connections: 1,
-            idle_timeout: None,
             keepalive_interval: Some(interval),
             keepalive_timeout: interval,
-            max_connection_age: None,
-            max_connection_age_grace: None,
-            handshake_timeout: Duration::from_secs(10),
-            shutdown_grace: Duration::from_secs(10),
-            max_pending_output: 1 << 20,
-            read_buffer_size: 4096,
-            grpc: GrpcConfig::default(),
-            #[cfg(feature = "tls")]
-            tls: None,
+            ..config()
         };
         // The server's SETTINGS wait in the output.
         let waiting = conn.grpc.output_len();
@@ -1379,5 +1400,44 @@ mod tests {
             keepalive(&mut conn, &config, now),
             Keepalive::Ping
         ));
+    }
+
+    /// A burst of answer parts from other threads (many sinks of tiny
+    /// messages, many deferred answers at once) grows the worker's inbox
+    /// and its list of deliveries: the sweep gives that room back, as it
+    /// does the output's, so a worker does not hold its largest burst for
+    /// good.
+    #[test]
+    fn the_sweep_gives_back_the_room_of_a_burst_of_answer_parts() {
+        const BURST: usize = 50_000;
+        let config = config();
+        let waits = Worker::waits(&config).unwrap();
+        let (_sender, receiver) = std::sync::mpsc::channel();
+        let mut worker = Worker::new(
+            0,
+            Arc::new(Router::new()),
+            config,
+            Arc::new(Shared::new(1)),
+            receiver,
+            waits,
+        );
+        // For a connection long gone (slot 0, an earlier generation): the
+        // parts are dropped as they are delivered.
+        for stream in 0..BURST {
+            worker.inbox.push(Delivery {
+                connection: connection_id(0, 1),
+                stream: 2 * stream as u32 + 1,
+                part: crate::grpc::remote::Part::Message(vec![0; 5]),
+            });
+        }
+        let mut due = SlotList::default();
+        worker.deliver(&mut due);
+        assert!(worker.deliveries.is_empty());
+        worker.sweep(Instant::now());
+        let kept = worker.deliveries.capacity() + worker.inbox.room();
+        assert!(
+            kept <= 2 * KEPT_DELIVERIES,
+            "room for {kept} parts kept after a burst of {BURST}"
+        );
     }
 }

@@ -43,8 +43,23 @@ impl Inbox {
         }
     }
 
+    /// How many parts the inbox has room for now.
+    #[cfg(test)]
+    pub(crate) fn room(&self) -> usize {
+        lock(&self.parts).capacity()
+    }
+
     /// Moves every waiting part into `into`, in the order they came.
     pub(crate) fn drain(&self, into: &mut Vec<Delivery>) {
         into.append(&mut lock(&self.parts));
+    }
+
+    /// Gives back the room past `kept` parts that a burst left (the room
+    /// stays as the parts leave): for the worker's sweep.
+    pub(crate) fn trim(&self, kept: usize) {
+        let mut parts = lock(&self.parts);
+        if parts.capacity() > kept {
+            parts.shrink_to(kept);
+        }
     }
 }

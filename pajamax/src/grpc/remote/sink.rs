@@ -193,6 +193,11 @@ impl<M: prost::Message> Sink<M> {
     /// many as they may have together. The message is encoded here, on the
     /// calling thread.
     ///
+    /// Never call it on the worker (in the handler that made the sink, or
+    /// an `on_cancel` callback): the credit it waits for comes back through
+    /// the worker, which would then wait for ever. Use
+    /// [`try_send`](Sink::try_send) there.
+    ///
     /// # Errors
     ///
     /// [`Cancelled`] once the call has ended; stop producing then.

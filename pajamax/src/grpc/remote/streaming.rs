@@ -26,7 +26,9 @@ use std::time::Instant;
 /// more: its flow-control window opens as the queue empties. Dropping it
 /// lets go of the requests: those not taken yet, and those the client
 /// sends after, are dropped (the client is not held back), while the call
-/// goes on.
+/// goes on. It is read on another thread, never on the worker: the
+/// messages it waits for come through the worker, which would then wait
+/// for ever.
 ///
 /// ```
 /// use pajamax::{ClientStream, Context, Status};

@@ -334,7 +334,13 @@ impl Builder {
     }
 
     /// Answer bytes a connection may have waiting for a slow reader before
-    /// the server stops reading its requests; default: 4 MiB.
+    /// the server stops reading its requests; default: 4 MiB. Calls
+    /// already sent to other threads still answer into that output once
+    /// reading has stopped (each answer is made whole by its thread
+    /// anyway), so a client that does not read can hold up to this much
+    /// plus the answers of its calls under way
+    /// ([`max_concurrent_streams`](Builder::max_concurrent_streams) at
+    /// most).
     pub fn max_pending_output(mut self, bytes: usize) -> Builder {
         self.config.max_pending_output = bytes.max(1);
         self
@@ -1199,7 +1205,9 @@ pub struct Stats {
     /// Connections held now.
     pub connections: usize,
     /// The most unwritten output one connection has had after a batch
-    /// (bounded by `max_pending_output` plus one batch of answers).
+    /// (bounded by `max_pending_output` plus one batch of answers, plus
+    /// the answers of the calls served on other threads that were under
+    /// way when reading stopped: at most `max_concurrent_streams` of them).
     pub peak_output_bytes: usize,
     /// The most response bytes one connection has held waiting for the
     /// peer's flow-control windows.

@@ -322,6 +322,57 @@ async fn peer_that_never_reads() {
     stop(server).await;
 }
 
+/// A peer that never reads, whose calls are answered from other threads:
+/// reading stops as for answers made on the worker, but the calls already
+/// under way still answer, each into the output. The unwritten output
+/// stops growing at the limit plus one batch and the answers of the calls
+/// that were under way, at most `max_concurrent_streams` of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_that_never_reads_answers_from_threads() {
+    let limit = 256 << 10;
+    let streams = 1000;
+    let server = server(
+        pajamax::Server::builder()
+            .max_pending_output(limit)
+            .max_concurrent_streams(streams),
+    );
+    let addr = server.local_addr();
+    let reply = 64 << 10;
+    let writer = blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 1 << 30)]);
+        peer.send(&frame_bytes(
+            kind::WINDOW_UPDATE,
+            0,
+            0,
+            &(1u32 << 30).to_be_bytes(),
+        ));
+        // Every call reaches its thread before the first answer comes back.
+        let request = ProbeRequest {
+            text: "x".into(),
+            reply_size: reply,
+            sleep_ms: 300,
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let mut bytes = Vec::new();
+        for i in 0..streams {
+            bytes.extend(peer.request(1 + 2 * i, "/test.Probe/Defer", &request));
+        }
+        let writer = peer.send_in_background(bytes);
+        (peer, writer)
+    })
+    .await;
+    common::wait_for(|| server.stats().workers[0].requests_answered == u64::from(streams)).await;
+    let stats = server.stats();
+    let answer = reply as usize + 64;
+    let batch = pajamax::h2::connection::MAX_EVENTS_PER_RECV;
+    let bound = limit + (batch + streams as usize) * answer;
+    assert!(stats.peak_output_bytes <= bound, "{stats:?} > {bound}");
+    good_client_is_served(&server).await;
+    drop(writer);
+    stop(server).await;
+}
+
 /// Clients that send a request and close their sending half at once (the
 /// FIN arriving with the bytes before it) are answered and let go: the end
 /// of their input is not missed, so their connections are not held until

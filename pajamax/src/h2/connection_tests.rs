@@ -1751,6 +1751,30 @@ fn trailers_do_not_wait_behind_a_wait_for_room() {
 }
 
 #[test]
+fn an_empty_end_of_stream_does_not_wait_behind_a_wait_for_room() {
+    let mut peer = Peer::new(Config::default());
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 0)]));
+    peer.take_frames();
+    open_response(&mut peer, 1, false);
+    peer.conn.await_room(1);
+    // An empty DATA frame takes no window: it goes now.
+    assert_eq!(peer.conn.send_data(1, &[], true), 0);
+    let frames = peer.take_frames();
+    let data = frames.iter().find(|f| f.kind == kind::DATA);
+    assert!(
+        data.is_some_and(|f| f.has(flag::END_STREAM) && f.payload.is_empty()),
+        "{frames:?}"
+    );
+    assert_eq!(peer.conn.held_bytes(), 0);
+    // The wait is gone with the stream: an opening window reports nothing.
+    let events = peer.feed(&window_update(0, 1000));
+    assert!(events.is_empty(), "{events:?}");
+    let events = peer.feed(&window_update(1, 1000));
+    assert!(events.is_empty(), "{events:?}");
+    assert!(peer.take_frames().iter().all(|f| f.kind != kind::DATA));
+}
+
+#[test]
 fn a_long_stream_through_a_small_window_keeps_a_small_buffer() {
     let mut peer = Peer::new(Config {
         stream_send_buffer: 1000,

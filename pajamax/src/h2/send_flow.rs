@@ -184,6 +184,11 @@ impl SendFlow {
         if state.send != SendHalf::Open {
             return Sent::REFUSED;
         }
+        if data.is_empty() && state.pending.as_ref().is_some_and(|p| p.is_wait()) {
+            // An empty frame takes no window: it does not wait for room,
+            // and no more room is wanted.
+            state.pending = None;
+        }
         if let Some(pending) = &mut state.pending {
             if pending.unsent() >= cap {
                 return Sent::REFUSED;

@@ -173,6 +173,66 @@ async fn error_details_reach_the_client() {
     common::stop(server).await;
 }
 
+/// A status message that starts or ends with a space goes with those
+/// spaces percent-encoded: an HTTP/2 field value must not start or end
+/// with one (RFC 9113 section 8.2.1), and a client that holds to it drops
+/// the field, or the whole answer. The message reads back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_with_spaces_at_its_ends_goes_as_a_valid_field_value() {
+    use common::raw::RawPeer;
+    use prost::Message;
+
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(Detailed)
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let addr = server.local_addr();
+    let text = " failed:  ";
+    let blocks = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let message = ProbeRequest {
+            text: text.into(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let bytes = peer.request(1, "/test.Detailed/Fail", &message);
+        peer.send(&bytes);
+        // The peer's own reading, which keeps the header blocks.
+        let heard = pajamax_test_peer::TcpClient::listen(&mut peer, Duration::from_secs(10), |h| {
+            !h.statuses.is_empty()
+        });
+        heard.blocks
+    })
+    .await
+    .unwrap();
+    let sent = blocks
+        .iter()
+        .find_map(|block| block.get("grpc-message"))
+        .unwrap_or_else(|| panic!("{blocks:?}"));
+    assert_eq!(sent, b"%20failed: %20");
+
+    let channel = connect(&server).await;
+    let mut client = tonic::client::Grpc::new(channel);
+    client.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<ProbeRequest, ProbeReply>::default();
+    let path = PathAndQuery::from_static("/test.Detailed/Fail");
+    let status = client
+        .unary(
+            tonic::Request::new(ProbeRequest {
+                text: text.into(),
+                ..Default::default()
+            }),
+            path,
+            codec,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status.message(), text);
+    common::stop(server).await;
+}
+
 /// A client's SETTINGS_MAX_HEADER_LIST_SIZE bounds the header blocks it
 /// takes (RFC 9113 section 6.5.2; grpc-java advertises 8 KiB): an answer
 /// whose metadata would pass it ends `INTERNAL`, without the metadata,

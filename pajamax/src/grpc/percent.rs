@@ -1,17 +1,21 @@
 //! Percent-encoding of `grpc-message` (gRPC over HTTP/2, "Responses").
 
-/// Appends `message` percent-encoded: bytes outside printable ASCII, and
-/// `%` itself, become `%XX`.
+/// Appends `message` percent-encoded: bytes outside printable ASCII, `%`
+/// itself, and a space that starts or ends the message become `%XX`. An
+/// HTTP/2 field value must not start or end with a space (RFC 9113
+/// section 8.2.1): a client may drop the field or the response.
 ///
 /// ```
 /// let mut out = Vec::new();
-/// pajamax::grpc::percent::encode("50% \u{2713}", &mut out);
-/// assert_eq!(out, b"50%25 %E2%9C%93");
+/// pajamax::grpc::percent::encode(" 50% \u{2713} ", &mut out);
+/// assert_eq!(out, b"%2050%25 %E2%9C%93%20");
 /// ```
 pub fn encode(message: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in message.as_bytes() {
-        if (0x20..=0x7e).contains(&b) && b != b'%' {
+    let last = message.len().wrapping_sub(1);
+    for (i, &b) in message.as_bytes().iter().enumerate() {
+        let at_an_end = b == b' ' && (i == 0 || i == last);
+        if (0x20..=0x7e).contains(&b) && b != b'%' && !at_an_end {
             out.push(b);
         } else {
             out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
@@ -54,6 +58,23 @@ mod tests {
         encode(&text, &mut encoded);
         assert!(encoded.iter().all(|b| (0x20..=0x7e).contains(b)));
         assert_eq!(decode(&encoded), text);
+    }
+
+    #[test]
+    fn spaces_at_either_end_are_encoded() {
+        // A field value with a space at either end is malformed in HTTP/2.
+        for (message, expected) in [
+            (" ", &b"%20"[..]),
+            ("  ", b"%20%20"),
+            (" a b ", b"%20a b%20"),
+            ("a  b", b"a  b"),
+        ] {
+            let mut encoded = Vec::new();
+            encode(message, &mut encoded);
+            assert_eq!(encoded, expected, "{message:?}");
+            assert_eq!(crate::h2::fields::value_problem(&encoded), None);
+            assert_eq!(decode(&encoded), message);
+        }
     }
 
     #[test]

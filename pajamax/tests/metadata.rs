@@ -446,3 +446,112 @@ async fn request_metadata_is_borrowed_while_response_metadata_is_set() {
     assert_eq!(response.metadata().get("x-request-id").unwrap(), "r-7");
     common::stop(server).await;
 }
+
+/// A service whose handler sends the whole request metadata back, with the
+/// response headers and with the trailers. A request whose text is `fail`
+/// ends `NOT_FOUND` (a trailers-only answer).
+struct Mirror;
+
+impl Service for Mirror {
+    fn name(&self) -> &'static str {
+        "test.Mirror"
+    }
+
+    fn methods(&self) -> &'static [pajamax::Method] {
+        const METHODS: [pajamax::Method; 1] = [pajamax::Method::unary("Mirror")];
+        &METHODS
+    }
+
+    fn unary(
+        &self,
+        _method: usize,
+        ctx: &mut Context<'_>,
+        request: &[u8],
+        reply: &mut Reply<'_>,
+    ) -> Result<(), Status> {
+        let req: ProbeRequest = pajamax::decode_request(request)?;
+        let metadata = ctx.metadata();
+        *ctx.headers_mut() = metadata.clone();
+        *ctx.trailers_mut() = metadata.clone();
+        if req.text == "fail" {
+            return Err(Status::not_found("as asked"));
+        }
+        reply.encode(&ProbeReply::default());
+        Ok(())
+    }
+}
+
+/// Request metadata sent back whole (a copy of `ctx.metadata()`) holds
+/// what the client sent, names no handler can set among them: `grpc-status`
+/// and `grpc-message` from the client would go out beside the server's
+/// own, and a client would read the call's outcome from them. Names
+/// starting with `grpc-` are left out of the answer, as grpc-go and tonic
+/// leave out the names gRPC reserves; the others go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserved_names_in_request_metadata_sent_back_are_left_out() {
+    use common::raw::RawPeer;
+    use pajamax_test_peer::Frame;
+    use prost::Message;
+
+    let server = pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(Mirror)
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let addr = server.local_addr();
+    let blocks = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::handshake(addr, &[]);
+        let extra = [
+            ("grpc-status", "7"),
+            ("grpc-message", "from the client"),
+            ("grpc-previous-rpc-attempts", "1"),
+            ("x-kept", "yes"),
+        ];
+        let mut bytes = Vec::new();
+        for (stream, text) in [(1, "ok"), (3, "fail")] {
+            let block = peer.request_block("/test.Mirror/Mirror", &extra);
+            Frame::headers(stream, &block, false).write(&mut bytes);
+            let message = ProbeRequest {
+                text: text.into(),
+                ..Default::default()
+            }
+            .encode_to_vec();
+            Frame::data(stream, &pajamax_test_peer::grpc::message(&message), true)
+                .write(&mut bytes);
+        }
+        peer.send(&bytes);
+        let heard = pajamax_test_peer::TcpClient::listen(&mut peer, Duration::from_secs(10), |h| {
+            h.statuses.len() == 2
+        });
+        heard.blocks
+    })
+    .await
+    .unwrap();
+    for (stream, status) in [(1, "0"), (3, "5")] {
+        let blocks: Vec<_> = blocks.iter().filter(|b| b.stream == stream).collect();
+        let fields: Vec<(String, String)> = blocks.iter().flat_map(|b| b.strings()).collect();
+        let named = |name: &str| {
+            fields
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            named("grpc-status"),
+            [status],
+            "stream {stream}: {fields:?}"
+        );
+        let message: &[&str] = if status == "0" { &[] } else { &["as asked"] };
+        assert_eq!(named("grpc-message"), message, "stream {stream}");
+        assert!(
+            named("grpc-previous-rpc-attempts").is_empty(),
+            "stream {stream}"
+        );
+        // Sent back with the headers and with the trailers (in one block
+        // for the trailers-only answer).
+        assert_eq!(named("x-kept"), ["yes", "yes"], "stream {stream}");
+    }
+    common::stop(server).await;
+}

@@ -353,12 +353,17 @@ impl<'a> Context<'a> {
         self.peer_certificates
     }
 
-    /// Metadata sent with the response headers.
+    /// Metadata sent with the response headers. Entries whose key starts
+    /// with `grpc-` never go out: none can be inserted, and request
+    /// metadata sent back whole (`ctx.metadata().clone()`) loses the ones
+    /// the client sent.
     pub fn headers_mut(&mut self) -> &mut Metadata {
         &mut self.response.headers
     }
 
-    /// Metadata sent with the trailers, beside `grpc-status`.
+    /// Metadata sent with the trailers, beside `grpc-status`; entries
+    /// whose key starts with `grpc-` never go out, as with
+    /// [`Context::headers_mut`].
     pub fn trailers_mut(&mut self) -> &mut Metadata {
         &mut self.response.trailers
     }

@@ -333,6 +333,11 @@ fn push_status<'f>(fields: &mut Vec<Field<'f>>, status: Option<&Status>, text: &
     }
 }
 
+/// The fields of `metadata`, less those whose name starts with `grpc-`:
+/// gRPC reserves them, and the server sets its own. No handler can insert
+/// one, but request metadata sent back whole holds what the client sent,
+/// `grpc-status` or `grpc-message` among them.
 fn push_metadata<'f>(fields: &mut Vec<Field<'f>>, metadata: &'f Metadata) {
-    fields.extend(metadata.fields().to_send());
+    let own = |field: &Field<'_>| !field.name.starts_with(b"grpc-");
+    fields.extend(metadata.fields().to_send().filter(own));
 }

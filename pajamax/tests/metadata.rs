@@ -269,8 +269,12 @@ async fn metadata_past_the_clients_header_list_limit_ends_internal() {
             bytes.extend(peer.request(*stream, "/test.Setter/Set", &message));
         }
         peer.send(&bytes);
-        let heard = peer.listen(Duration::from_secs(10), |h| h.statuses.len() == 4);
-        (heard, peer.client.heard().blocks.clone())
+        // The peer's own reading keeps the header blocks (`RawPeer::listen`
+        // takes them away).
+        let heard = pajamax_test_peer::TcpClient::listen(&mut peer, Duration::from_secs(10), |h| {
+            h.statuses.len() == 4
+        });
+        (common::raw::Heard::from(&heard), heard.blocks)
     })
     .await
     .unwrap();
@@ -293,6 +297,7 @@ async fn metadata_past_the_clients_header_list_limit_ends_internal() {
             .map(|s| s.1.as_str()),
         Some("0")
     );
+    assert!(blocks.len() >= 4, "{blocks:?}");
     for block in &blocks {
         let size: usize = block
             .fields
@@ -336,14 +341,19 @@ async fn stream_headers_past_the_clients_header_list_limit_end_the_call_internal
         let mut bytes = peer.request(1, "/test.Streams/Count", &ask(2000));
         bytes.extend(peer.request(3, "/test.Streams/CountThread", &ask(2000)));
         peer.send(&bytes);
-        let heard = peer.listen(Duration::from_secs(10), |h| h.statuses.len() == 2);
-        (heard, peer.client.heard().blocks.clone())
+        // The peer's own reading keeps the header blocks (`RawPeer::listen`
+        // takes them away).
+        let heard = pajamax_test_peer::TcpClient::listen(&mut peer, Duration::from_secs(10), |h| {
+            h.statuses.len() == 2
+        });
+        (common::raw::Heard::from(&heard), heard.blocks)
     })
     .await
     .unwrap();
     let mut statuses = heard.statuses.clone();
     statuses.sort();
     assert_eq!(statuses, [(1, "13".into()), (3, "13".into())], "{heard:?}");
+    assert!(blocks.len() >= 2, "{blocks:?}");
     for block in &blocks {
         let size: usize = block
             .fields

@@ -1027,6 +1027,32 @@ message Item { common.Id id = 1; }
         fs::remove_dir_all(dir).unwrap();
     }
 
+    #[test]
+    fn a_file_of_only_a_service_without_a_rust_name_compiles() {
+        // The service is not generated (a warning says so), yet the file
+        // holds nothing else: its package still gets its module, with the
+        // descriptor set that describes the service.
+        for (proto, package) in [
+            ("syntax = \"proto3\";\npackage p;\nservice _ {}\n", "p"),
+            (
+                "syntax = \"proto3\";\npackage q;\nservice _0 { rpc Get (M) returns (M); }\nmessage M {}\n",
+                "q",
+            ),
+            ("syntax = \"proto3\";\nservice _ {}\n", "_"),
+        ] {
+            let dir = scratch(&[("unnamed.proto", proto)]);
+            compile_in(&dir, &["unnamed.proto"]).unwrap();
+            let code = fs::read_to_string(dir.join(format!("out/{package}.rs"))).unwrap();
+            syn::parse_file(&code).unwrap();
+            assert!(code.contains("FILE_DESCRIPTOR_SET"), "{code}");
+            assert!(!code.contains("_server"), "{code}");
+            assert!(dir
+                .join(format!("out/{package}.file_descriptor_set.bin"))
+                .exists());
+            fs::remove_dir_all(dir).unwrap();
+        }
+    }
+
     const DICT_STORE: &str = r#"
 syntax = "proto3";
 package dict_store;

@@ -143,16 +143,23 @@ pub(crate) struct Generated {
     pub(crate) warnings: Vec<String>,
 }
 
-/// Writes the server module of `service` in `mode`; nothing, with a
-/// warning, for a service whose name gives no Rust identifier.
+/// Writes the server module of `service` in `mode`; for a service whose
+/// name gives no Rust identifier, a warning and only a comment that says
+/// so.
+///
+/// The comment is not for nothing: prost-build drops the code of a file
+/// that generated none, and then fails on the package of a file that has a
+/// service but no code (a file holding only such a service).
 pub(crate) fn generate_service(service: &Service, mode: ServiceMode) -> Generated {
     if let Some(name) = model::unnamed_item(service) {
+        let full_name = full_service_name(service);
         return Generated {
-            code: String::new(),
+            code: format!(
+                "// The service `{full_name}` is not generated: its name gives no Rust identifier.\n"
+            ),
             warnings: vec![format!(
-                "pajamax-build: {}: its name gives no Rust identifier (`{name}`); the service \
-                 is not generated, its calls answer UNIMPLEMENTED",
-                full_service_name(service)
+                "pajamax-build: {full_name}: its name gives no Rust identifier (`{name}`); the \
+                 service is not generated, its calls answer UNIMPLEMENTED"
             )],
         };
     }

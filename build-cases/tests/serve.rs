@@ -247,6 +247,9 @@ impl l::kw::r#type::r#match::service_server::Service for Keywords {
     fn r#gen(&self, _: l::kw::r#type::r#match::M) -> Result<l::kw::r#type::r#match::M, Status> {
         Ok(l::kw::r#type::r#match::M { s: "gen".into() })
     }
+    fn _0(&self, _: l::kw::r#type::r#match::M) -> Result<l::kw::r#type::r#match::M, Status> {
+        Ok(l::kw::r#type::r#match::M { s: "_0".into() })
+    }
 }
 
 /// Answers `Get` with the name of its service.
@@ -286,6 +289,7 @@ async fn no_package_and_keyword_names() {
         ("Name", "name"),
         ("Unary", "unary"),
         ("Gen", "gen"),
+        ("_0", "_0"),
     ] {
         let path: &'static str =
             Box::leak(format!("/kw.type.match_.Service/{method}").into_boxed_str());

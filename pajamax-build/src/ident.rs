@@ -35,9 +35,15 @@ pub(crate) fn method_name(proto_name: &str) -> String {
 
 /// The name of the trait method that also receives the call context:
 /// `SayHello` gives `say_hello_with_context`. The suffix keeps it clear of
-/// keywords, so it is never escaped.
+/// keywords, so it is never escaped; a name that would start with a digit
+/// gets the `_` the plain one gets (`_0` gives `_0_with_context`).
 pub(crate) fn context_method_name(proto_name: &str) -> String {
-    format!("{}_with_context", snake_case(proto_name))
+    let snake = snake_case(proto_name);
+    if snake.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("_{snake}_with_context")
+    } else {
+        format!("{snake}_with_context")
+    }
 }
 
 /// The enum variant for a proto method in dispatch mode: `SayHello` stays
@@ -92,6 +98,9 @@ mod tests {
         assert_eq!(context_method_name("SayHello"), "say_hello_with_context");
         assert_eq!(context_method_name("Type"), "type_with_context");
         assert_eq!(context_method_name("Self"), "self_with_context");
+        // A name that would start with a digit starts as the plain one.
+        assert_eq!(context_method_name("_0"), "_0_with_context");
+        assert_eq!(context_method_name("_2Get"), "_2get_with_context");
     }
 
     #[test]

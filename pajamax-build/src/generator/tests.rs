@@ -1285,6 +1285,43 @@ fn a_method_without_a_rust_name_is_reported_and_not_served() {
 }
 
 #[test]
+fn a_method_named_by_an_underscore_and_a_digit_is_served() {
+    // `_0` gives the Rust name `_0`, as prost (and tonic) name it; its
+    // context form is named after it.
+    let svc = service(
+        "odd",
+        "Odd",
+        vec![method("_0", "A", "B"), method("_2Get", "A", "B")],
+    );
+    let out = local(&svc);
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let names: Vec<String> = trait_methods(out.item_trait("Odd"))
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        names,
+        ["_0", "_0_with_context", "_2get", "_2get_with_context"]
+    );
+    assert_eq!(
+        routed(impl_fn(out.service_impl("OddServer"), "unary")),
+        [0, 1]
+    );
+
+    let out = dispatched(&svc);
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let names: Vec<String> = trait_methods(out.item_trait("OddShard"))
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(names, ["_0", "_2get"]);
+    assert_eq!(
+        routed(impl_fn(out.service_impl("OddServer"), "unary")),
+        [0, 1]
+    );
+}
+
+#[test]
 fn a_service_without_a_rust_name_is_reported_and_not_generated() {
     // prost names a service `_` with the empty name; `_0` keeps its name,
     // but its module would be `0_server`.

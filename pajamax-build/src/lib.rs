@@ -66,7 +66,9 @@
 //! fenced as ```` ```rust ```` is the exception: prost keeps it Rust and
 //! marks it `compile_fail`, so `cargo test --doc` fails on one that
 //! compiles; fence such examples as `text` in the proto. Two rpcs whose
-//! Rust names meet give a `compile_error!` naming the name. A service named `Self` has the trait `Self_`, as prost names
+//! Rust names meet give a `compile_error!` naming the name, as do two
+//! services of a package whose modules meet (`HTTPServer` and `HttpServer`
+//! both give `http_server_server`). A service named `Self` has the trait `Self_`, as prost names
 //! it, and `SelfServer` (`SelfShard`, ... in dispatch mode); one named `T`
 //! has `TServer<H: T>`.
 //!
@@ -174,7 +176,8 @@
 //! `cargo:warning=pajamax-build: package.Service/Method: ...`, never skipped
 //! silently: rpc names that give no Rust identifier, services whose names give none (such as `_`: no code is
 //! generated for them, so their calls answer `UNIMPLEMENTED`), and names
-//! that clash (which also fail the build with a `compile_error!`).
+//! that clash, of rpcs or of services' modules (which also fail the build
+//! with a `compile_error!`).
 
 #![forbid(unsafe_code)]
 
@@ -1024,6 +1027,44 @@ message Item { common.Id id = 1; }
             "{code}"
         );
         assert!(code.contains("fn r#type("), "{code}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn services_whose_modules_meet_are_named_in_a_compile_error() {
+        // Two services of a package, in two files, both give the module
+        // `http_server_server`.
+        let dir = scratch(&[
+            (
+                "one.proto",
+                "syntax = \"proto3\";\npackage web;\nmessage M {}\n\
+                 service HTTPServer { rpc Get (M) returns (M); }\n",
+            ),
+            (
+                "two.proto",
+                "syntax = \"proto3\";\npackage web;\nimport \"one.proto\";\n\
+                 service HttpServer { rpc Get (M) returns (M); }\n",
+            ),
+        ]);
+        compile_in(&dir, &["one.proto", "two.proto"]).unwrap();
+        let code = fs::read_to_string(dir.join("out/web.rs")).unwrap();
+        let file = syn::parse_file(&code).unwrap();
+        let errors: Vec<String> = file
+            .items
+            .iter()
+            .filter_map(|item| match item {
+                syn::Item::Macro(m) => Some(m.mac.parse_body::<syn::LitStr>().unwrap().value()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                "pajamax-build: the services web.HTTPServer and web.HttpServer both map to the \
+              module `http_server_server`"
+            ],
+            "{code}"
+        );
         fs::remove_dir_all(dir).unwrap();
     }
 

@@ -12,9 +12,10 @@ mod skeleton;
 #[cfg(test)]
 mod tests;
 
+use crate::ident;
 use model::ServiceCode;
 use prost_build::Service;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// How the code for a service serves its calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -78,6 +79,9 @@ pub(crate) struct PajamaxGenerator {
     /// Where the run's descriptor set is, for `FILE_DESCRIPTOR_SET`; none
     /// when it was not written.
     descriptor_set: Option<DescriptorSetPlace>,
+    /// The server modules written so far, by package: the service each
+    /// one is for (`package.Service`).
+    modules: HashMap<String, HashMap<String, String>>,
 }
 
 impl PajamaxGenerator {
@@ -85,7 +89,37 @@ impl PajamaxGenerator {
         PajamaxGenerator {
             modes,
             descriptor_set: None,
+            modules: HashMap::new(),
         }
+    }
+
+    /// The code of `service`, and what it could not serve. A service whose
+    /// server module is that of a service of its package generated before
+    /// (`FooBar` and `Foo_Bar` both give `foo_bar_server`) gets a
+    /// `compile_error!` naming both before its module, and a warning.
+    pub(crate) fn service_code(&mut self, service: &Service) -> Generated {
+        let full_name = full_service_name(service);
+        let mut generated = generate_service(service, self.modes.mode_of(&full_name));
+        if model::unnamed_item(service).is_some() {
+            return generated; // no module
+        }
+        let module = ident::server_module_name(&service.proto_name);
+        let modules = self.modules.entry(service.package.clone()).or_default();
+        let Some(first) = modules.get(&module) else {
+            modules.insert(module, full_name);
+            return generated;
+        };
+        generated.warnings.push(format!(
+            "pajamax-build: {full_name}: its module `{module}` is also that of {first}; the \
+             generated code does not compile"
+        ));
+        let error = format!(
+            "pajamax-build: the services {first} and {full_name} both map to the module \
+             `{module}`"
+        );
+        let error = quote::quote!(::core::compile_error!(#error););
+        generated.code = format!("{error}\n{}", generated.code);
+        generated
     }
 
     /// Emits a `FILE_DESCRIPTOR_SET` constant into every package with a
@@ -98,8 +132,7 @@ impl PajamaxGenerator {
 
 impl prost_build::ServiceGenerator for PajamaxGenerator {
     fn generate(&mut self, service: Service, buf: &mut String) {
-        let mode = self.modes.mode_of(&full_service_name(&service));
-        let generated = generate_service(&service, mode);
+        let generated = self.service_code(&service);
         for warning in &generated.warnings {
             println!("cargo:warning={warning}");
         }

@@ -1390,6 +1390,49 @@ fn the_generator_follows_the_modes_and_appends() {
 }
 
 #[test]
+fn services_of_a_package_whose_modules_meet_give_a_compile_error_and_a_warning() {
+    let mut generator = PajamaxGenerator::new(Modes::default());
+    let get = || vec![method("Get", "A", "B")];
+    let first = generator.service_code(&service("z", "FooBar", get()));
+    assert!(first.warnings.is_empty(), "{:?}", first.warnings);
+    // prost names both `FooBar`; both modules are `foo_bar_server`.
+    let second = generator.service_code(&Service {
+        name: "FooBar".to_owned(),
+        ..service("z", "Foo_Bar", get())
+    });
+    assert_eq!(
+        second.warnings,
+        [
+            "pajamax-build: z.Foo_Bar: its module `foo_bar_server` is also that of z.FooBar; \
+          the generated code does not compile"
+        ]
+    );
+    let file = syn::parse_file(&second.code).unwrap();
+    let Item::Macro(error) = &file.items[0] else {
+        panic!("no compile_error! first in\n{}", second.code)
+    };
+    assert_eq!(
+        error.mac.path.segments.last().unwrap().ident,
+        "compile_error"
+    );
+    let message: syn::LitStr = error.mac.parse_body().unwrap();
+    assert_eq!(
+        message.value(),
+        "pajamax-build: the services z.FooBar and z.Foo_Bar both map to the module \
+         `foo_bar_server`"
+    );
+    assert!(matches!(&file.items[1], Item::Mod(m) if m.ident == "foo_bar_server"));
+
+    // The same name in another package, or another name in the same one,
+    // meets no module.
+    let other = generator.service_code(&service("y", "FooBar", get()));
+    assert!(other.warnings.is_empty(), "{:?}", other.warnings);
+    assert!(!other.code.contains("compile_error"), "{}", other.code);
+    let other = generator.service_code(&service("z", "Foo", get()));
+    assert!(other.warnings.is_empty(), "{:?}", other.warnings);
+}
+
+#[test]
 fn type_paths_are_seen_from_the_server_module() {
     assert_eq!(type_path("HelloRequest"), "super::HelloRequest");
     assert_eq!(type_path("super::other::Msg"), "super::super::other::Msg");

@@ -2,7 +2,8 @@
 //! into a crate of their own (`tests/generated/`), then builds and tests
 //! that crate against pajamax: the generated code compiles without a
 //! warning (missing docs and clippy included; in a binary's private module
-//! too, where the file descriptor set goes unused), can be implemented, and
+//! too, where the file descriptor set, a constructor, a call's `into_parts`
+//! or a whole service go unused), can be implemented, and
 //! serves calls through `pajamax::Service`; the build script warns of
 //! nothing (both modes serve every kind of method).
 //!

@@ -76,8 +76,13 @@ pub(crate) fn module(
     let names = names(code);
     let server_items = server_type(code, server);
     let service_impl = service_impl(code, server, routes);
+    // A server whose code sits in a private module of a binary leaves some
+    // of it unused (the constructor it does not call, a call's
+    // `into_parts`, a service it does not serve): nothing for it to
+    // silence.
     quote! {
         #module_doc
+        #[allow(dead_code)]
         pub mod #module {
             #(::core::compile_error!(#errors);)*
             #names

@@ -485,16 +485,19 @@ fn call_items(code: &ServiceCode<'_>, names: &Names, parts: &[Parts]) -> TokenSt
          than with [`handle`](Self::handle): the [`{answer}`] variant of the request's\n\
          method."
     ));
+    // The variants are named as the rpcs are, which often share a word
+    // (`GetUser`, `GetOrder`, `GetItem`): clippy would have them differ.
     quote! {
         #request_doc
         #[derive(Debug)]
-        #[allow(clippy::large_enum_variant)]
+        #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
         pub enum #request {
             #(#request_variants)*
         }
 
         #answer_doc
         #[derive(Debug)]
+        #[allow(clippy::enum_variant_names)]
         pub enum #answer {
             #(#answer_variants)*
         }

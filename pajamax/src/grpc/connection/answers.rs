@@ -36,6 +36,9 @@ impl GrpcConnection {
         );
         // Sent: none of it may go with another call's answer.
         self.response_metadata.clear();
+        // An answer past the windows, or made for observers, was made here
+        // rather than in the output: its room goes with it.
+        fit_room(&mut self.reply);
     }
 
     /// A trailers-only answer carrying `status`, with any metadata the

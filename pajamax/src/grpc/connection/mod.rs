@@ -156,7 +156,8 @@ const KEEPALIVE_PING: &[u8; 8] = b"pjmx-ka!";
 const LENT_PER_PRODUCE_LIMIT: usize = 4;
 
 /// The most room a connection keeps between reads for inflating request
-/// messages and deflating answers.
+/// messages, deflating answers, and making a unary answer apart from the
+/// output.
 const KEPT_COMPRESSION_ROOM: usize = 64 << 10;
 
 /// The most room a connection's own list of h2 events keeps between reads
@@ -685,11 +686,12 @@ fn send_remote(
 }
 
 /// Lets go of the room past [`KEPT_COMPRESSION_ROOM`] that a message took
-/// to inflate or deflate, once it is through: a peer that sends one gzip
-/// message of a few KiB inflating to the largest message allowed (or asks
-/// for a large answer) on each of many connections would otherwise have
-/// each of them hold that much (several MiB) until the room is next let
-/// go. Called where the room is used, off the way of uncompressed calls.
+/// to inflate or deflate, or a unary answer made apart from the output,
+/// once it is through: a peer that sends one gzip message of a few KiB
+/// inflating to the largest message allowed (or asks for a large answer)
+/// on each of many connections would otherwise have each of them hold
+/// that much (several MiB) until the room is next let go. Called where the
+/// room is used, off the way of answers made in place in the output.
 #[inline]
 fn fit_room(room: &mut Vec<u8>) {
     if room.capacity() > KEPT_COMPRESSION_ROOM {

@@ -2227,3 +2227,49 @@ fn a_bidi_handler_resumes_only_once_its_send_buffer_has_room() {
         assert_eq!(bytes, vec![i as u8; 10_000], "answer {i}");
     }
 }
+
+/// A unary answer larger than the room a connection keeps, made apart
+/// from the output (past the client's windows, so taken back from its
+/// place there, or for observers): the room goes as soon as it is sent,
+/// also on the worker's way in, which tidies only at its sweep.
+#[test]
+fn a_connection_does_not_keep_the_room_of_a_large_unary_answer() {
+    let observed = |router: &mut Router| {
+        router
+            .hooks_mut()
+            .observers
+            .push(Arc::new(|_: &crate::FinishedCall<'_>| {}));
+    };
+    let quiet = |_: &mut Router| {};
+    for (name, hooks) in [
+        ("taken back", &quiet as &dyn Fn(&mut Router)),
+        ("observed", &observed),
+    ] {
+        let mut router = Router::new();
+        router.add(Arc::new(Split));
+        hooks(&mut router);
+        let mut conn = GrpcConnection::new(Arc::new(router), &GrpcConfig::default(), None);
+        let mut client = Client::new();
+        let now = Instant::now();
+        let mut events = Vec::new();
+        let mut input = Client::handshake(&[]);
+        // `B`: 100,000 bytes, past the client's first windows.
+        input.extend(client.request(1, "/test.S/Echo", &big_answer()));
+        let used = conn.recv_at(&input, Some(now), &mut events);
+        assert_eq!(used, input.len());
+        assert!(
+            conn.reply.capacity() <= KEPT_COMPRESSION_ROOM,
+            "{name}: {} bytes kept",
+            conn.reply.capacity()
+        );
+        hear(&mut conn, &mut client);
+        let mut open = Frame::window_update(0, 1 << 20).to_bytes();
+        Frame::window_update(1, 1 << 20).write(&mut open);
+        conn.recv(&open, now);
+        hear(&mut conn, &mut client);
+        let heard = client.take_heard();
+        assert_eq!(heard.status(1), Some("0"), "{name}");
+        let reply: Vec<u8> = prost::Message::decode(heard.messages_on(1)[0]).unwrap();
+        assert_eq!(reply, vec![b'B'; 100_000], "{name}");
+    }
+}

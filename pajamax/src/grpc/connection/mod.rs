@@ -156,8 +156,8 @@ const KEEPALIVE_PING: &[u8; 8] = b"pjmx-ka!";
 const LENT_PER_PRODUCE_LIMIT: usize = 4;
 
 /// The most room a connection keeps between reads for inflating request
-/// messages, deflating answers, and making a unary answer apart from the
-/// output.
+/// messages, deflating answers, and making a unary answer or streamed
+/// messages apart from the output.
 const KEPT_COMPRESSION_ROOM: usize = 64 << 10;
 
 /// The most room a connection's own list of h2 events keeps between reads
@@ -686,8 +686,8 @@ fn send_remote(
 }
 
 /// Lets go of the room past [`KEPT_COMPRESSION_ROOM`] that a message took
-/// to inflate or deflate, or a unary answer made apart from the output,
-/// once it is through: a peer that sends one gzip message of a few KiB
+/// to inflate or deflate, or an answer made apart from the output, once
+/// it is through: a peer that sends one gzip message of a few KiB
 /// inflating to the largest message allowed (or asks for a large answer)
 /// on each of many connections would otherwise have each of them hold
 /// that much (several MiB) until the room is next let go. Called where the

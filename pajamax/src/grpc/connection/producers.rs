@@ -150,6 +150,9 @@ impl GrpcConnection {
             self.prune_timers();
         }
         fit_room(&mut self.deflated);
+        // A large message made apart from the output (a first turn, a
+        // compressed stream) leaves no room behind it either.
+        fit_room(&mut self.scratch);
         if !self.overlarge.is_empty() {
             self.end_overlarge();
         }

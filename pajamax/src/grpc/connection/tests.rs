@@ -47,8 +47,8 @@ fn a_call_deferred_twice_ends_internal_and_its_first_responder_with_it() {
     assert_eq!(conn.open_calls(), 0);
 }
 
-/// `test.S/Split` (server streaming: the request's bytes one by one)
-/// and `test.S/Chat` (bidi on the worker: each message back; after a
+/// `test.S/Split` (server streaming: the request's bytes one by one, but
+/// for a request `B`: one message of 100,000 bytes) and `test.S/Chat` (bidi on the worker: each message back; after a
 /// message `bye`, the end sends `bye!` and fails with ABORTED).
 struct Split;
 
@@ -155,6 +155,9 @@ impl Service for Split {
         request: &[u8],
     ) -> Result<RawServerStream, Status> {
         let bytes: Vec<u8> = crate::decode_request(request)?;
+        if bytes == b"B" {
+            return Ok(ServerStream::iter([Ok(vec![b'B'; 100_000])]).into_raw());
+        }
         Ok(ServerStream::iter(bytes.into_iter().map(|b| Ok(vec![b]))).into_raw())
     }
 
@@ -2272,4 +2275,34 @@ fn a_connection_does_not_keep_the_room_of_a_large_unary_answer() {
         let reply: Vec<u8> = prost::Message::decode(heard.messages_on(1)[0]).unwrap();
         assert_eq!(reply, vec![b'B'; 100_000], "{name}");
     }
+}
+
+/// A server stream's message larger than the room a connection keeps,
+/// made apart from the output (its first turn, before its headers went):
+/// the room goes once the producers' turns are done, also on the worker's
+/// way in, which tidies only at its sweep.
+#[test]
+fn a_connection_does_not_keep_the_room_of_a_large_streamed_message() {
+    let mut conn = connection();
+    let mut client = Client::new();
+    let now = Instant::now();
+    let mut events = Vec::new();
+    let mut input = Client::handshake(&[]);
+    input.extend(client.request(1, "/test.S/Split", &big_answer()));
+    let used = conn.recv_at(&input, Some(now), &mut events);
+    assert_eq!(used, input.len());
+    assert!(
+        conn.scratch.capacity() <= KEPT_COMPRESSION_ROOM,
+        "{} bytes kept",
+        conn.scratch.capacity()
+    );
+    hear(&mut conn, &mut client);
+    let mut open = Frame::window_update(0, 1 << 20).to_bytes();
+    Frame::window_update(1, 1 << 20).write(&mut open);
+    conn.recv(&open, now);
+    hear(&mut conn, &mut client);
+    let heard = client.take_heard();
+    assert_eq!(heard.status(1), Some("0"));
+    let message: Vec<u8> = prost::Message::decode(heard.messages_on(1)[0]).unwrap();
+    assert_eq!(message, vec![b'B'; 100_000]);
 }

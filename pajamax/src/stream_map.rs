@@ -10,8 +10,11 @@
 //! displaced while the map holds at least half as many values as there are
 //! places, up to [`MAX_PLACES`]; past that (a client that keeps a few streams open for
 //! long, or picks ids that share a place) the displaced table takes the
-//! rest, so memory stays bounded by the number of open streams. The map
-//! knows the highest displaced id: a look-up of a newer id, or the insert
+//! rest, so memory stays bounded by the number of open streams. The places
+//! only double as values come; [`StreamMap::trim`], called away from the
+//! requests' way, gives most of them back once few values are left, so a
+//! burst of streams does not leave its room behind. The map knows the highest
+//! displaced id: a look-up of a newer id, or the insert
 //! of one, does not touch the displaced table, so streams held open for
 //! long do not slow the ones that come and go after them.
 
@@ -23,6 +26,11 @@ const FIRST_PLACES: usize = 8;
 
 /// The most places the direct-mapped part grows to.
 const MAX_PLACES: usize = 8192;
+
+/// The places [`StreamMap::trim`] leaves however few values there are, so
+/// that a connection whose streams come and go around a few hundred does
+/// not regrow its places at every burst.
+const KEPT_PLACES: usize = 256;
 
 /// Values by client stream id. See the module's documentation.
 pub(crate) struct StreamMap<T> {
@@ -131,8 +139,28 @@ impl<T> StreamMap<T> {
     /// displaced ones too where their place is free.
     #[cold]
     fn grow(&mut self) {
+        self.rebuild(self.places.len() * 2);
+    }
+
+    /// Gives back the room of places far more than the values need (after
+    /// a burst of streams, once most have ended): down to twice the values,
+    /// and no fewer than [`KEPT_PLACES`]. Not done as values are removed,
+    /// which every request does, but now and then (the worker's sweep).
+    pub(crate) fn trim(&mut self) {
+        let wanted = (2 * self.len).next_power_of_two().max(KEPT_PLACES);
+        if self.places.len() > wanted {
+            self.rebuild(wanted);
+        } else if self.displaced.map.is_empty() && self.displaced.map.capacity() > KEPT_PLACES {
+            self.displaced = Displaced::default();
+        }
+    }
+
+    /// Puts every value where it belongs among `places` new places (a
+    /// power of two), the displaced ones too where their place is free.
+    #[cold]
+    fn rebuild(&mut self, places: usize) {
         let old = std::mem::take(&mut self.places);
-        self.places.resize_with(old.len() * 2, || None);
+        self.places.resize_with(places, || None);
         let displaced = std::mem::take(&mut self.displaced);
         for (id, value) in old.into_iter().flatten().chain(displaced.map) {
             let place = self.place_of(id);
@@ -159,6 +187,12 @@ impl<T> StreamMap<T> {
 
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// How many places the direct-mapped part has.
+    #[cfg(test)]
+    pub(crate) fn places(&self) -> usize {
+        self.places.len()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -405,5 +439,55 @@ mod tests {
         assert_eq!(map.places.len(), MAX_PLACES);
         assert_eq!(map.displaced.map.len(), 20_000 - MAX_PLACES);
         assert_eq!(map.get(2 * 19_999 + 1), Some(&19_999));
+    }
+
+    #[test]
+    fn trimming_gives_back_the_places_of_a_burst() {
+        let mut map = StreamMap::default();
+        for i in 0..5000u32 {
+            map.insert(2 * i + 1, i);
+        }
+        assert_eq!(map.places(), MAX_PLACES);
+        // A few stay open, among them some that share a place.
+        for i in 0..5000u32 {
+            if i % 1000 != 7 && i != 7 + 4096 {
+                map.remove(2 * i + 1);
+            }
+        }
+        map.trim();
+        assert_eq!(map.places(), KEPT_PLACES);
+        let mut left: Vec<(u32, u32)> = map.iter().map(|(id, v)| (id, *v)).collect();
+        left.sort_unstable();
+        let expected: Vec<(u32, u32)> = [7, 1007, 2007, 3007, 4007, 4103]
+            .iter()
+            .map(|&i| (2 * i + 1, i))
+            .collect();
+        assert_eq!(left, expected);
+        for &(id, value) in &expected {
+            assert_eq!(map.get(id), Some(&value));
+        }
+        // Many open again: the places they grew to stay.
+        for i in 5000..6000u32 {
+            map.insert(2 * i + 1, i);
+        }
+        let grown = map.places();
+        assert!(grown >= 1006, "{grown}");
+        map.trim();
+        assert_eq!(map.len(), 1006);
+        assert_eq!(map.places(), grown);
+        for i in 5000..6000u32 {
+            assert_eq!(map.get(2 * i + 1), Some(&i));
+        }
+        // Nothing left: the places a connection keeps.
+        for &(id, _) in &expected {
+            map.remove(id);
+        }
+        for i in 5000..6000u32 {
+            map.remove(2 * i + 1);
+        }
+        map.trim();
+        assert!(map.is_empty());
+        assert_eq!(map.places(), KEPT_PLACES);
+        assert!(map.displaced.map.capacity() <= KEPT_PLACES);
     }
 }

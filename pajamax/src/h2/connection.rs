@@ -793,6 +793,19 @@ impl Connection {
         Ok(())
     }
 
+    /// Gives back the room of the table of open streams past what the
+    /// streams open now need: call it now and then (not after each
+    /// stream), so that a burst of streams does not leave it behind.
+    pub(crate) fn trim_streams(&mut self) {
+        self.streams.trim();
+    }
+
+    /// How many places the table of open streams has.
+    #[cfg(test)]
+    pub(crate) fn stream_places(&self) -> usize {
+        self.streams.places()
+    }
+
     /// Starts the count of frames that moved no request forward again, as
     /// a completed answer does: a caller that does so once a minute lets
     /// a connection whose streams live for days take its client's

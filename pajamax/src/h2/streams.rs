@@ -150,6 +150,18 @@ impl Streams {
         self.open.len()
     }
 
+    /// Gives back the room the table of open streams no longer needs
+    /// ([`StreamMap::trim`]).
+    pub(crate) fn trim(&mut self) {
+        self.open.trim();
+    }
+
+    /// How many places the table of open streams has.
+    #[cfg(test)]
+    pub(crate) fn places(&self) -> usize {
+        self.open.places()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.open.is_empty()
     }

@@ -632,6 +632,7 @@ impl Worker {
             if conn.input.is_empty() && conn.input.capacity() > KEPT_INPUT {
                 conn.input = Vec::new();
             }
+            conn.grpc.trim_tables();
             if let Some(since) = conn.lingering_since {
                 if now.duration_since(since) > LINGER || force {
                     self.remove(slot);
@@ -1438,6 +1439,73 @@ mod tests {
         assert!(
             kept <= 2 * KEPT_DELIVERIES,
             "room for {kept} parts kept after a burst of {BURST}"
+        );
+    }
+
+    /// A burst of streams open at once grows the tables of a connection's
+    /// open streams and calls; once they have ended, the sweep gives that
+    /// room back, so a connection does not hold its largest burst for as
+    /// long as it lives.
+    #[test]
+    fn the_sweep_gives_back_the_room_of_a_burst_of_streams() {
+        use pajamax_test_peer::{Client, Frame};
+        const BURST: u32 = 3000;
+        let config = config();
+        let waits = Worker::waits(&config).unwrap();
+        let (_sender, receiver) = std::sync::mpsc::channel();
+        let mut worker = Worker::new(
+            0,
+            Arc::new(Router::new()),
+            config,
+            Arc::new(Shared::new(1)),
+            receiver,
+            waits,
+        );
+        let (ours, _theirs) = mio::net::UnixStream::pair().unwrap();
+        let mut conn = lingering(Socket::Unix(ours));
+        conn.lingering_since = None;
+        // Requests that are not gRPC wait for their body (to answer 415
+        // once it ends): all of them open at once, then all ended.
+        let mut client = Client::new();
+        let mut input = Client::handshake(&[]);
+        // Room for every answer's body.
+        Frame::window_update(0, 1 << 30).write(&mut input);
+        let fields = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", "/x"),
+            (":authority", "localhost"),
+            ("content-type", "text/plain"),
+        ];
+        for stream in (0..BURST).map(|i| 2 * i + 1) {
+            let block = client.block(&fields, pajamax_test_peer::hpack::Indexing::Incremental);
+            Frame::headers(stream, &block, false).write(&mut input);
+        }
+        let now = Instant::now();
+        let mut used = 0;
+        while used < input.len() {
+            used += conn.grpc.recv(&input[used..], now);
+        }
+        assert_eq!(conn.grpc.open_calls(), BURST as usize);
+        let mut ends = Vec::new();
+        for stream in (0..BURST).map(|i| 2 * i + 1) {
+            Frame::data(stream, b"", true).write(&mut ends);
+        }
+        let mut used = 0;
+        while used < ends.len() {
+            used += conn.grpc.recv(&ends[used..], now);
+        }
+        assert!(conn.grpc.is_idle());
+        let (calls, streams) = conn.grpc.table_places();
+        assert!(calls >= BURST as usize && streams >= BURST as usize);
+        worker.conns.push(Some(conn));
+        worker.generations.push(0);
+        worker.sweep(now);
+        let conn = worker.conns[0].as_ref().expect("kept");
+        let (calls, streams) = conn.grpc.table_places();
+        assert!(
+            calls <= 256 && streams <= 256,
+            "places for {calls} calls and {streams} streams kept after a burst of {BURST}"
         );
     }
 }

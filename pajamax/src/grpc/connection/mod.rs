@@ -500,6 +500,22 @@ impl GrpcConnection {
         })
     }
 
+    /// Gives back the room of the tables of open calls and of open h2
+    /// streams past what the calls open now need: for the worker's sweep,
+    /// so that a burst of streams does not leave it behind for as long as
+    /// the connection lives, and so that no request pays for it.
+    pub(crate) fn trim_tables(&mut self) {
+        self.calls.trim();
+        self.h2.trim_streams();
+    }
+
+    /// How many places the tables of open calls and of open h2 streams
+    /// have.
+    #[cfg(test)]
+    pub(crate) fn table_places(&self) -> (usize, usize) {
+        (self.calls.places(), self.h2.stream_places())
+    }
+
     /// Request bytes the calls hold now.
     pub fn buffered_request_bytes(&self) -> usize {
         self.buffered

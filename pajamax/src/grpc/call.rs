@@ -292,6 +292,25 @@ impl Call {
     }
 }
 
+impl Call {
+    /// The room a finished call's buffers hold, in bytes: its request
+    /// bytes and metadata, and its response metadata.
+    pub(crate) fn room(&self) -> usize {
+        self.inbound.capacity()
+            + self.metadata.room()
+            + self.response.headers.room()
+            + self.response.trailers.room()
+    }
+
+    /// Lets go of the room of a finished call's buffers.
+    pub(crate) fn let_go_room(&mut self) {
+        self.inbound.let_go_room();
+        self.metadata.let_go_room();
+        self.response.headers.let_go_room();
+        self.response.trailers.let_go_room();
+    }
+}
+
 /// A call's request metadata: the shared head's when it repeats a
 /// remembered header block, else its own. A function of the two fields, so
 /// that it can be borrowed beside the call's other fields.

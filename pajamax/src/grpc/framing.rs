@@ -165,6 +165,12 @@ impl MessageBuf {
         self.start = 0;
     }
 
+    /// Empties it and lets go of the room.
+    pub(crate) fn let_go_room(&mut self) {
+        self.buf = Vec::new();
+        self.start = 0;
+    }
+
     pub(crate) fn extend(&mut self, data: &[u8]) {
         if self.start > 0 && self.start == self.buf.len() {
             self.clear();

@@ -62,6 +62,16 @@ impl Metadata {
         self.fields.clear();
     }
 
+    /// The room the list holds, in bytes.
+    pub(crate) fn room(&self) -> usize {
+        self.fields.room()
+    }
+
+    /// Removes every entry and lets go of the room.
+    pub(crate) fn let_go_room(&mut self) {
+        self.fields.clear_keeping(0);
+    }
+
     /// The raw value of the first entry named `name`.
     pub fn get_bytes(&self, name: &str) -> Option<&[u8]> {
         self.iter()

@@ -178,6 +178,12 @@ impl Fields {
         self.entries.clear();
     }
 
+    /// The room the list holds, in bytes: its names and values, and its
+    /// entries.
+    pub(crate) fn room(&self) -> usize {
+        self.bytes.capacity() + self.entries.capacity() * std::mem::size_of::<Entry>()
+    }
+
     /// Removes every field, keeping the room up to about `bytes` bytes of
     /// names and values.
     pub fn clear_keeping(&mut self, bytes: usize) {

@@ -160,6 +160,10 @@ const LENT_PER_PRODUCE_LIMIT: usize = 4;
 /// messages apart from the output.
 const KEPT_COMPRESSION_ROOM: usize = 64 << 10;
 
+/// The most room the buffers of the boxes a connection keeps for the next
+/// calls hold together after the worker's sweep.
+const KEPT_SPARE_ROOM: usize = 64 << 10;
+
 /// The most room a connection's own list of h2 events keeps between reads
 /// ([`GrpcConnection::recv`]).
 const KEPT_EVENTS: usize = 32;
@@ -507,6 +511,29 @@ impl GrpcConnection {
     pub(crate) fn trim_tables(&mut self) {
         self.calls.trim();
         self.h2.trim_streams();
+        self.trim_spares();
+    }
+
+    /// Lets go of the room of the buffers of the boxes kept for the next
+    /// calls past [`KEPT_SPARE_ROOM`] over all of them: each may hold up to
+    /// 64 KiB of a request gathered from several frames, and a burst of
+    /// such calls would leave 64 of them (4 MiB) with the connection for
+    /// as long as it lives. The boxes stay.
+    fn trim_spares(&mut self) {
+        let mut room = 0;
+        for call in &mut self.spare {
+            room += call.room();
+            if room > KEPT_SPARE_ROOM {
+                room -= call.room();
+                call.let_go_room();
+            }
+        }
+    }
+
+    /// The room the buffers of the boxes kept for the next calls hold.
+    #[cfg(test)]
+    pub(crate) fn spare_room(&self) -> usize {
+        self.spare.iter().map(|call| call.room()).sum()
     }
 
     /// How many places the tables of open calls and of open h2 streams

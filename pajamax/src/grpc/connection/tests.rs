@@ -2306,3 +2306,49 @@ fn a_connection_does_not_keep_the_room_of_a_large_streamed_message() {
     let message: Vec<u8> = prost::Message::decode(heard.messages_on(1)[0]).unwrap();
     assert_eq!(message, vec![b'B'; 100_000]);
 }
+
+/// Calls whose request came in more than one frame gather it in their own
+/// buffer, which stays with the call's box when the box is kept for the
+/// next calls (up to 64 of them, each with up to 64 KiB): the sweep's trim
+/// gives that room back past what a few such calls need.
+#[test]
+fn the_sweep_gives_back_the_room_of_the_calls_kept_for_the_next_ones() {
+    const CALLS: u32 = 64;
+    let mut conn = connection();
+    let mut client = Client::new();
+    let now = Instant::now();
+    let mut input = Client::handshake(&[]);
+    let message =
+        pajamax_test_peer::grpc::message(&prost::Message::encode_to_vec(&vec![b'r'; 60_000]));
+    // Room for every answer.
+    Frame::window_update(0, 1 << 30).write(&mut input);
+    let streams: Vec<u32> = (0..CALLS).map(|i| 2 * i + 1).collect();
+    // Every call open at once, its request in frames of 16,000 bytes.
+    for &stream in &streams {
+        let block = client.request_block("/test.S/Echo", &[("x-tag", "!")]);
+        Frame::headers(stream, &block, false).write(&mut input);
+    }
+    let parts: Vec<&[u8]> = message.chunks(16_000).collect();
+    for (at, part) in parts.iter().enumerate() {
+        for &stream in &streams {
+            Frame::data(stream, part, at + 1 == parts.len()).write(&mut input);
+        }
+    }
+    let mut used = 0;
+    while used < input.len() {
+        used += conn.recv(&input[used..], now);
+        hear(&mut conn, &mut client);
+    }
+    let heard = client.take_heard();
+    for &stream in &streams {
+        assert_eq!(heard.status(stream), Some("0"), "stream {stream}");
+    }
+    assert!(conn.is_idle());
+    assert!(conn.spare_room() > 3 << 20, "{} bytes", conn.spare_room());
+    conn.trim_tables();
+    assert!(
+        conn.spare_room() <= KEPT_SPARE_ROOM,
+        "{} bytes kept by the spare calls",
+        conn.spare_room()
+    );
+}

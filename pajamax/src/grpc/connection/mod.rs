@@ -156,8 +156,8 @@ const KEEPALIVE_PING: &[u8; 8] = b"pjmx-ka!";
 const LENT_PER_PRODUCE_LIMIT: usize = 4;
 
 /// The most room a connection keeps between reads for inflating request
-/// messages, deflating answers, and making a unary answer or streamed
-/// messages apart from the output.
+/// messages, deflating answers, and making a unary answer, streamed
+/// messages or a streaming handler's answers apart from the output.
 const KEPT_COMPRESSION_ROOM: usize = 64 << 10;
 
 /// The most room the buffers of the boxes a connection keeps for the next

@@ -362,5 +362,8 @@ fn send_produced(
             "delivery waits for room"
         );
         fit_room(deflated);
+        // Sent: a large answer does not leave its room with the
+        // connection.
+        fit_room(&mut out.messages);
     }
 }

@@ -2352,3 +2352,42 @@ fn the_sweep_gives_back_the_room_of_the_calls_kept_for_the_next_ones() {
         conn.spare_room()
     );
 }
+
+/// A bidirectional handler on the worker that answers one large message
+/// makes it in the connection's list of answer parts: the room past what
+/// the connection keeps goes once the answers are sent, also on the
+/// worker's way in, which tidies only at its sweep.
+#[test]
+fn a_connection_does_not_keep_the_room_of_a_large_bidirectional_answer() {
+    let mut conn = connection();
+    let mut client = Client::new();
+    let now = Instant::now();
+    let mut input = Client::handshake(&[]);
+    Frame::window_update(0, 1 << 30).write(&mut input);
+    let message =
+        pajamax_test_peer::grpc::message(&prost::Message::encode_to_vec(&vec![b'c'; 200_000]));
+    let block = client.request_block("/test.S/Chat", &[]);
+    Frame::headers(1, &block, false).write(&mut input);
+    let parts: Vec<&[u8]> = message.chunks(16_000).collect();
+    for (at, part) in parts.iter().enumerate() {
+        Frame::data(1, part, at + 1 == parts.len()).write(&mut input);
+    }
+    let mut used = 0;
+    while used < input.len() {
+        used += conn.recv(&input[used..], now);
+    }
+    assert!(
+        conn.outgoing.messages.capacity() <= KEPT_COMPRESSION_ROOM,
+        "{} bytes kept",
+        conn.outgoing.messages.capacity()
+    );
+    hear(&mut conn, &mut client);
+    let mut open = Frame::window_update(1, 1 << 20).to_bytes();
+    Frame::window_update(0, 1 << 20).write(&mut open);
+    conn.recv(&open, now);
+    hear(&mut conn, &mut client);
+    let heard = client.take_heard();
+    assert_eq!(heard.status(1), Some("0"));
+    let answer: Vec<u8> = prost::Message::decode(heard.messages_on(1)[0]).unwrap();
+    assert_eq!(answer, vec![b'c'; 200_000]);
+}

@@ -164,6 +164,10 @@ const KEPT_COMPRESSION_ROOM: usize = 64 << 10;
 /// calls hold together after the worker's sweep.
 const KEPT_SPARE_ROOM: usize = 64 << 10;
 
+/// The most room a connection keeps after the worker's sweep for the
+/// percent-encoded message and details of a status.
+const KEPT_TEXT: usize = 4 << 10;
+
 /// The most room a connection's own list of h2 events keeps between reads
 /// ([`GrpcConnection::recv`]).
 const KEPT_EVENTS: usize = 32;
@@ -314,7 +318,8 @@ pub struct GrpcConnection {
     reply: Vec<u8>,
     /// The response metadata of the unary call being run.
     response_metadata: ResponseMetadata,
-    /// Room for percent-encoded status messages.
+    /// Room for percent-encoded status messages; its room past
+    /// [`KEPT_TEXT`] goes at the worker's sweep.
     text: Vec<u8>,
     /// The header blocks every answer repeats, as encoded.
     memos: response::Memos,
@@ -505,13 +510,19 @@ impl GrpcConnection {
     }
 
     /// Gives back the room of the tables of open calls and of open h2
-    /// streams past what the calls open now need: for the worker's sweep,
+    /// streams past what the calls open now need, and the room a burst
+    /// left in the buffers of the boxes kept for the next calls and in the
+    /// room for status messages: for the worker's sweep,
     /// so that a burst of streams does not leave it behind for as long as
     /// the connection lives, and so that no request pays for it.
     pub(crate) fn trim_tables(&mut self) {
         self.calls.trim();
         self.h2.trim_streams();
         self.trim_spares();
+        if self.text.capacity() > KEPT_TEXT {
+            // A handler's large status message.
+            self.text = Vec::new();
+        }
     }
 
     /// Lets go of the room of the buffers of the boxes kept for the next

@@ -105,7 +105,8 @@ impl Service for Split {
     /// `Echo`: the request's bytes, then the `x-tag` metadata. A request
     /// of one letter asks for something else: `E` an error, `M` response
     /// metadata, `P` a panic, `B` an answer of 100,000 bytes, `H` one of
-    /// 16,000 bytes, `L` one of 40,000 bytes, `Z` a compressed answer, `X` an error after an
+    /// 16,000 bytes, `L` one of 40,000 bytes, `S` an error whose message
+    /// takes 100,000 bytes, `Z` a compressed answer, `X` an error after an
     /// answer was encoded, `T` trailing metadata only, `D` an answer
     /// deferred (given at once, `D!`, before encoding another), `2` two
     /// deferrals (the first responder kept in `FIRST_RESPONDER`).
@@ -119,6 +120,7 @@ impl Service for Split {
         let mut bytes: Vec<u8> = crate::decode_request(request)?;
         match &bytes[..] {
             b"E" => return Err(Status::invalid_argument("asked for")),
+            b"S" => return Err(Status::invalid_argument("S".repeat(100_000))),
             b"M" => {
                 ctx.headers_mut().insert("x-head", "h").unwrap();
                 ctx.trailers_mut().insert("x-tail", "t").unwrap();
@@ -2390,4 +2392,30 @@ fn a_connection_does_not_keep_the_room_of_a_large_bidirectional_answer() {
     assert_eq!(heard.status(1), Some("0"));
     let answer: Vec<u8> = prost::Message::decode(heard.messages_on(1)[0]).unwrap();
     assert_eq!(answer, vec![b'c'; 200_000]);
+}
+
+/// A status message is percent-encoded into room the connection keeps; one
+/// large message (a handler's) leaves that room as large until the
+/// worker's sweep, which gives it back.
+#[test]
+fn the_sweep_gives_back_the_room_of_a_large_status_message() {
+    let mut conn = connection();
+    let mut client = Client::new();
+    let mut input = Client::handshake(&[]);
+    input.extend(client.request(
+        1,
+        "/test.S/Echo",
+        &prost::Message::encode_to_vec(&b"S".to_vec()),
+    ));
+    conn.recv(&input, Instant::now());
+    hear(&mut conn, &mut client);
+    let heard = client.take_heard();
+    assert_eq!(heard.status(1), Some("3"));
+    assert!(conn.text.capacity() >= 100_000);
+    conn.trim_tables();
+    assert!(
+        conn.text.capacity() <= KEPT_TEXT,
+        "{} bytes kept",
+        conn.text.capacity()
+    );
 }

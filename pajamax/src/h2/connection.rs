@@ -50,6 +50,10 @@ use std::ops::Range;
 /// header blocks gives the rest back.
 const FIELDS_KEEP: usize = 64 << 10;
 
+/// Room each of the buffers header blocks are decoded in keeps past the
+/// worker's sweep ([`Connection::trim_header_rooms`]).
+const HEADER_ROOM_KEPT: usize = 4 << 10;
+
 /// What the peer asked for, in the order it arrived.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -798,6 +802,29 @@ impl Connection {
     /// stream), so that a burst of streams does not leave it behind.
     pub(crate) fn trim_streams(&mut self) {
         self.streams.trim();
+    }
+
+    /// Lets go of the room for decoding header blocks past
+    /// [`HEADER_ROOM_KEPT`] each (the batch's field list, the buffer of
+    /// blocks continued in CONTINUATION frames, the decoder's scratch
+    /// room), which keep up to 64 KiB each between reads: for the
+    /// worker's sweep, so that one read of large header blocks does not
+    /// leave them with the connection for as long as it lives. Between
+    /// reads: the fields of the last one are no longer named.
+    pub(crate) fn trim_header_rooms(&mut self) {
+        if self.fields.room() > HEADER_ROOM_KEPT {
+            self.fields.clear_keeping(HEADER_ROOM_KEPT / 2);
+        }
+        self.blocks.trim(HEADER_ROOM_KEPT);
+        self.decoder.trim_scratch(HEADER_ROOM_KEPT);
+    }
+
+    /// The room held for decoding header blocks: the batch's field list,
+    /// the buffer blocks continued in CONTINUATION frames are assembled
+    /// in, and the decoder's scratch room.
+    #[cfg(test)]
+    pub(crate) fn header_room(&self) -> usize {
+        self.fields.room() + self.blocks.room() + self.decoder.scratch_room()
     }
 
     /// How many places the table of open streams has.

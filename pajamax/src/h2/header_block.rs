@@ -87,6 +87,20 @@ impl BlockAssembler {
         Ok(Some((partial, std::mem::take(&mut self.buf))))
     }
 
+    /// Lets go of the assembly buffer's room past `max` bytes, unless a
+    /// block is being assembled.
+    pub(crate) fn trim(&mut self, max: usize) {
+        if self.partial.is_none() && self.buf.capacity() > max {
+            self.buf = Vec::new();
+        }
+    }
+
+    /// The room of the assembly buffer.
+    #[cfg(test)]
+    pub(crate) fn room(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// Takes back the buffer of a finished block, to keep its room.
     pub(crate) fn recycle(&mut self, buf: Vec<u8>) {
         self.buf = buf;

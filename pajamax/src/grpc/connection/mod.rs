@@ -511,13 +511,15 @@ impl GrpcConnection {
 
     /// Gives back the room of the tables of open calls and of open h2
     /// streams past what the calls open now need, and the room a burst
-    /// left in the buffers of the boxes kept for the next calls and in the
-    /// room for status messages: for the worker's sweep,
+    /// left in the buffers of the boxes kept for the next calls, in the
+    /// room for status messages and in the codec's rooms for header
+    /// blocks: for the worker's sweep,
     /// so that a burst of streams does not leave it behind for as long as
     /// the connection lives, and so that no request pays for it.
     pub(crate) fn trim_tables(&mut self) {
         self.calls.trim();
         self.h2.trim_streams();
+        self.h2.trim_header_rooms();
         self.trim_spares();
         if self.text.capacity() > KEPT_TEXT {
             // A handler's large status message.

@@ -2419,3 +2419,61 @@ fn the_sweep_gives_back_the_room_of_a_large_status_message() {
         conn.text.capacity()
     );
 }
+
+/// Large header blocks (many in one read, one continued in CONTINUATION
+/// frames) grow the rooms the codec decodes them in, which keep up to
+/// 64 KiB each between reads: the worker's sweep gives them back.
+#[test]
+fn the_sweep_gives_back_the_room_of_large_header_blocks() {
+    let mut conn = connection();
+    let mut client = Client::new();
+    let now = Instant::now();
+    let mut input = Client::handshake(&[]);
+    let big = "b".repeat(15_000);
+    let message = pajamax_test_peer::grpc::message(&prost::Message::encode_to_vec(&b"e".to_vec()));
+    for stream in (0..8).map(|i| 2 * i + 1) {
+        let block = client.request_block("/test.S/Echo", &[("x-big", &big)]);
+        Frame::headers(stream, &block, false).write(&mut input);
+        Frame::data(stream, &message, true).write(&mut input);
+    }
+    // A block of 60,000 bytes in four frames: its call is refused, past
+    // the header list size limit.
+    let mut fields: Vec<(String, String)> = pajamax_test_peer::grpc::request_fields("/test.S/Echo")
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+    fields.extend((0..4).map(|i| (format!("x-big-{i}"), "c".repeat(15_000))));
+    let block = client
+        .encoder()
+        .block(&fields, pajamax_test_peer::hpack::Indexing::None);
+    let parts: Vec<&[u8]> = block.chunks(16_000).collect();
+    Frame::headers(17, parts[0], false)
+        .without_flags(pajamax_test_peer::frame::flag::END_HEADERS)
+        .write(&mut input);
+    for (at, part) in parts.iter().enumerate().skip(1) {
+        Frame::continuation(17, part, at + 1 == parts.len()).write(&mut input);
+    }
+    Frame::data(17, &message, true).write(&mut input);
+    let mut used = 0;
+    while used < input.len() {
+        used += conn.recv(&input[used..], now);
+    }
+    hear(&mut conn, &mut client);
+    let heard = client.take_heard();
+    for stream in (0..9).map(|i| 2 * i + 1) {
+        assert!(heard.status(stream).is_some(), "stream {stream}");
+    }
+    // A read after them, as the worker's next.
+    conn.recv(&Frame::ping(*b"12345678").to_bytes(), now);
+    assert!(
+        conn.h2.header_room() > 128 << 10,
+        "{} bytes",
+        conn.h2.header_room()
+    );
+    conn.trim_tables();
+    assert!(
+        conn.h2.header_room() <= 16 << 10,
+        "{} bytes kept",
+        conn.h2.header_room()
+    );
+}

@@ -195,6 +195,20 @@ impl Decoder {
         result
     }
 
+    /// Lets go of the scratch room past `max` bytes (up to 64 KiB stay
+    /// after a decoding); the next decoding takes a small one.
+    pub(crate) fn trim_scratch(&mut self, max: usize) {
+        if self.scratch.capacity() > max {
+            self.scratch = Vec::new();
+        }
+    }
+
+    /// The room of the scratch buffer Huffman strings are decoded into.
+    #[cfg(test)]
+    pub(crate) fn scratch_room(&self) -> usize {
+        self.scratch.capacity()
+    }
+
     fn decode_block<F: FnMut(&[u8], &[u8], &FieldInfo, u64)>(
         &mut self,
         block: &[u8],

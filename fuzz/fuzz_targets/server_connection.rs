@@ -17,7 +17,8 @@
 //!   `poll_timeout` has passed).
 //! - 0x80: a sweep byte follows, for what the worker's sweep does to a
 //!   connection between reads (after the graceful shutdown of that read,
-//!   if any):
+//!   if any); with it, the sweep's `trim_tables` runs after every read,
+//!   giving back the room of the tables and buffers a burst left, and:
 //!   - 0x03: `end_draining` (the second GOAWAY, for a client that does
 //!     not answer the first one's PING) after read 1, 2 or 3 (0: never);
 //!   - 0x04: `forgive_unproductive` after every read;
@@ -107,6 +108,8 @@ const DRAIN_PING_TIMEOUT: Duration = Duration::from_secs(5);
 /// What the worker's sweep does between reads, from the sweep byte.
 #[derive(Default)]
 struct Sweep {
+    /// `trim_tables` after every read (any sweep byte).
+    trim: bool,
     /// `end_draining` after this read (1 to 3; 0: never).
     end_draining_after: usize,
     forgive: bool,
@@ -120,6 +123,7 @@ struct Sweep {
 impl Sweep {
     fn new(byte: u8) -> Sweep {
         Sweep {
+            trim: true,
             end_draining_after: usize::from(byte & 3),
             forgive: byte & 0x04 != 0,
             ping: byte & 0x08 != 0,
@@ -131,6 +135,9 @@ impl Sweep {
 
     /// What the sweep does after read `read` (counted from 1).
     fn after_read(&self, read: usize, conn: &mut GrpcConnection) {
+        if self.trim {
+            conn.trim_tables();
+        }
         if self.forgive {
             conn.forgive_unproductive();
         }

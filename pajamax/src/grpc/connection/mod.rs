@@ -515,8 +515,9 @@ impl GrpcConnection {
     /// room for status messages and in the codec's rooms for header
     /// blocks: for the worker's sweep,
     /// so that a burst of streams does not leave it behind for as long as
-    /// the connection lives, and so that no request pays for it.
-    pub(crate) fn trim_tables(&mut self) {
+    /// the connection lives, and so that no request pays for it. Call it
+    /// between reads, as the sweep does.
+    pub fn trim_tables(&mut self) {
         self.calls.trim();
         self.h2.trim_streams();
         self.h2.trim_header_rooms();

@@ -22,6 +22,7 @@ impl GrpcConnection {
                 &mut self.text,
             );
             fit_room(&mut self.deflated);
+            fit_room(&mut self.reply);
             self.response_metadata.clear();
             return;
         }

@@ -1262,6 +1262,13 @@ fn a_connection_does_not_keep_the_room_a_large_answer_deflated_into() {
             "{} bytes kept after {path}",
             conn.deflated.capacity()
         );
+        // The unary answer was made apart from the output, to be
+        // compressed: that room goes too.
+        assert!(
+            conn.reply.capacity() <= KEPT_COMPRESSION_ROOM,
+            "{} bytes of reply kept after {path}",
+            conn.reply.capacity()
+        );
         hear(&mut conn, &mut client);
         let heard = client.take_heard();
         assert_eq!(heard.status(stream), Some("0"), "{path}");

@@ -1775,6 +1775,21 @@ fn an_empty_end_of_stream_does_not_wait_behind_a_wait_for_room() {
 }
 
 #[test]
+fn an_empty_data_frame_that_does_not_end_the_stream_keeps_the_wait_for_room() {
+    let mut peer = Peer::new(Config::default());
+    peer.feed(&settings_frame(&[(setting::INITIAL_WINDOW_SIZE, 0)]));
+    peer.take_frames();
+    open_response(&mut peer, 1, false);
+    peer.conn.await_room(1);
+    // Nothing to send, and the stream goes on: its sender still waits to
+    // be told of room.
+    peer.conn.send_data(1, &[], false);
+    peer.take_frames();
+    let events = peer.feed(&window_update(1, 1000));
+    assert_eq!(events, vec![Event::Writable { stream: 1 }]);
+}
+
+#[test]
 fn a_long_stream_through_a_small_window_keeps_a_small_buffer() {
     let mut peer = Peer::new(Config {
         stream_send_buffer: 1000,

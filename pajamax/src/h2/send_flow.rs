@@ -184,9 +184,10 @@ impl SendFlow {
         if state.send != SendHalf::Open {
             return Sent::REFUSED;
         }
-        if data.is_empty() && state.pending.as_ref().is_some_and(|p| p.is_wait()) {
-            // An empty frame takes no window: it does not wait for room,
-            // and no more room is wanted.
+        if end_stream && data.is_empty() && state.pending.as_ref().is_some_and(|p| p.is_wait()) {
+            // An empty frame that ends the stream takes no window: it does
+            // not wait for room, and no more room is wanted. One that does
+            // not end it leaves the wait as it is.
             state.pending = None;
         }
         if let Some(pending) = &mut state.pending {

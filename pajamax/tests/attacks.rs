@@ -326,7 +326,8 @@ async fn peer_that_never_reads() {
 /// reading stops as for answers made on the worker, but the calls already
 /// under way still answer, each into the output. The unwritten output
 /// stops growing at the limit plus one batch and the answers of the calls
-/// that were under way, at most `max_concurrent_streams` of them.
+/// that were under way, at most `max_concurrent_streams` of them: the
+/// calls the peer sends once those have answered are not read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_that_never_reads_answers_from_threads() {
     let limit = 256 << 10;
@@ -338,7 +339,7 @@ async fn peer_that_never_reads_answers_from_threads() {
     );
     let addr = server.local_addr();
     let reply = 64 << 10;
-    let writer = blocking(move || {
+    let (peer, writer, later) = blocking(move || {
         let mut peer = RawPeer::handshake(addr, &[(setting::INITIAL_WINDOW_SIZE, 1 << 30)]);
         peer.send(&frame_bytes(
             kind::WINDOW_UPDATE,
@@ -358,18 +359,34 @@ async fn peer_that_never_reads_answers_from_threads() {
         for i in 0..streams {
             bytes.extend(peer.request(1 + 2 * i, "/test.Probe/Defer", &request));
         }
+        // As many again, sent once the first have answered: their streams
+        // are free then, and only the stop of reading holds them back.
+        let mut later = Vec::new();
+        for i in streams..2 * streams {
+            later.extend(peer.request(1 + 2 * i, "/test.Probe/Defer", &request));
+        }
         let writer = peer.send_in_background(bytes);
-        (peer, writer)
+        (peer, writer, later)
     })
     .await;
-    common::wait_for(|| server.stats().workers[0].requests_answered == u64::from(streams)).await;
+    let answered = || server.stats().workers[0].requests_answered;
+    common::wait_for(|| answered() == u64::from(streams)).await;
+    let later = peer.send_in_background(later);
+    // Longer than the calls take, had they been read.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let batch = pajamax::h2::connection::MAX_EVENTS_PER_RECV;
+    // One read's batch may go in before reading stops; no more.
+    assert!(
+        answered() <= u64::from(streams) + batch as u64,
+        "{} answered: read past the limit",
+        answered()
+    );
     let stats = server.stats();
     let answer = reply as usize + 64;
-    let batch = pajamax::h2::connection::MAX_EVENTS_PER_RECV;
     let bound = limit + (batch + streams as usize) * answer;
     assert!(stats.peak_output_bytes <= bound, "{stats:?} > {bound}");
     good_client_is_served(&server).await;
-    drop(writer);
+    drop((writer, later, peer));
     stop(server).await;
 }
 

@@ -621,8 +621,12 @@ async fn a_dispatched_stream_stops_when_its_client_goes() {
 
 /// `kw.type.match_.Same1` in dispatch mode whose `Put` says what it read,
 /// as it reads it: a message's first characters, or the error that ended
-/// the stream.
-struct Reader(std::sync::mpsc::SyncSender<Result<String, tonic::Code>>);
+/// the stream. Before that, it says on its second channel that it took
+/// something.
+struct Reader(
+    std::sync::mpsc::SyncSender<Result<String, tonic::Code>>,
+    std::sync::mpsc::Sender<()>,
+);
 
 impl d::kw::r#type::r#match::same1_server::Same1Shard for Reader {
     fn put(
@@ -631,6 +635,7 @@ impl d::kw::r#type::r#match::same1_server::Same1Shard for Reader {
     ) -> Result<d::kw::r#type::r#match::M, Status> {
         let mut read = 0;
         for m in requests {
+            let _ = self.1.send(());
             match m {
                 Ok(m) => {
                     read += 1;
@@ -687,6 +692,7 @@ fn put(
 /// read.
 struct Backend {
     read: std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<Result<String, tonic::Code>>>>,
+    took: std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>,
     thread: std::thread::JoinHandle<()>,
 }
 
@@ -712,14 +718,28 @@ impl Backend {
         let (sender, queue) =
             pajamax::dispatch::channel::<d::kw::r#type::r#match::same1_server::Same1Call>(16);
         let (read_tx, read) = std::sync::mpsc::sync_channel(ahead);
+        let (took_tx, took) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
-            let mut shard = Reader(read_tx);
+            let mut shard = Reader(read_tx, took_tx);
             for call in queue {
                 call.handle(&mut shard);
             }
         });
         let read = std::sync::Arc::new(std::sync::Mutex::new(read));
-        (sender, Backend { read, thread })
+        let took = std::sync::Arc::new(std::sync::Mutex::new(took));
+        (sender, Backend { read, took, thread })
+    }
+
+    /// Waits until the backend has taken one more message (or error) from
+    /// a request stream (10 s at most).
+    fn next_taken(&self) -> tokio::task::JoinHandle<()> {
+        let took = self.took.clone();
+        tokio::task::spawn_blocking(move || {
+            took.lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap()
+        })
     }
 
     /// What the backend reads next (10 s at most).
@@ -852,7 +872,7 @@ async fn a_dispatched_client_stream_whose_backend_is_busy_is_not_ended_for_the_c
     first.send(m("first")).unwrap();
     // The backend has taken "first" and waits until the test takes what it
     // read: it is not waiting for the call's next message meanwhile.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    backend.next_taken().await.unwrap();
     let (second, second_answer) = put(&client);
     for _ in 0..22 {
         second.send(m(&"b".repeat(100_000))).unwrap();

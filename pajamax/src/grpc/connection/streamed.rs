@@ -86,7 +86,7 @@ impl GrpcConnection {
     /// may be held by the calls queued behind that very thread (dispatch
     /// mode), which it reads once it is done with this one: ended for
     /// their bytes, the call it reads could not go on. So a connection
-    /// holds at most one message more for each thread that reads a call,
+    /// holds at most one message more for each call a thread reads,
     /// and never more than twice its limit: a client may leave each of
     /// those messages incomplete for as long as it likes, on as many
     /// streams as it may open.

@@ -1403,6 +1403,22 @@ mod tests {
         ));
     }
 
+    /// A worker of [`config`] serving no service, with no connection handed
+    /// to it.
+    fn worker() -> Worker {
+        let config = config();
+        let waits = Worker::waits(&config).unwrap();
+        let (_sender, receiver) = std::sync::mpsc::channel();
+        Worker::new(
+            0,
+            Arc::new(Router::new()),
+            config,
+            Arc::new(Shared::new(1)),
+            receiver,
+            waits,
+        )
+    }
+
     /// A burst of answer parts from other threads (many sinks of tiny
     /// messages, many deferred answers at once) grows the worker's inbox
     /// and its list of deliveries: the sweep gives that room back, as it
@@ -1411,17 +1427,7 @@ mod tests {
     #[test]
     fn the_sweep_gives_back_the_room_of_a_burst_of_answer_parts() {
         const BURST: usize = 50_000;
-        let config = config();
-        let waits = Worker::waits(&config).unwrap();
-        let (_sender, receiver) = std::sync::mpsc::channel();
-        let mut worker = Worker::new(
-            0,
-            Arc::new(Router::new()),
-            config,
-            Arc::new(Shared::new(1)),
-            receiver,
-            waits,
-        );
+        let mut worker = worker();
         // For a connection long gone (slot 0, an earlier generation): the
         // parts are dropped as they are delivered.
         for stream in 0..BURST {
@@ -1450,17 +1456,7 @@ mod tests {
     fn the_sweep_gives_back_the_room_of_a_burst_of_streams() {
         use pajamax_test_peer::{Client, Frame};
         const BURST: u32 = 3000;
-        let config = config();
-        let waits = Worker::waits(&config).unwrap();
-        let (_sender, receiver) = std::sync::mpsc::channel();
-        let mut worker = Worker::new(
-            0,
-            Arc::new(Router::new()),
-            config,
-            Arc::new(Shared::new(1)),
-            receiver,
-            waits,
-        );
+        let mut worker = worker();
         let (ours, _theirs) = mio::net::UnixStream::pair().unwrap();
         let mut conn = lingering(Socket::Unix(ours));
         conn.lingering_since = None;

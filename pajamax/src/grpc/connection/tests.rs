@@ -2240,6 +2240,39 @@ fn a_bidi_handler_resumes_only_once_its_send_buffer_has_room() {
     }
 }
 
+/// Asks `path` for a 100,000-byte message, past the client's first
+/// windows: once the read is through, the room `room` reads is no larger
+/// than a connection keeps; then the windows open and the message comes
+/// whole.
+fn large_message_leaves_no_room(
+    conn: &mut GrpcConnection,
+    path: &str,
+    room: impl Fn(&GrpcConnection) -> usize,
+    name: &str,
+) {
+    let mut client = Client::new();
+    let now = Instant::now();
+    let mut events = Vec::new();
+    let mut input = Client::handshake(&[]);
+    input.extend(client.request(1, path, &big_answer()));
+    let used = conn.recv_at(&input, Some(now), &mut events);
+    assert_eq!(used, input.len());
+    assert!(
+        room(conn) <= KEPT_COMPRESSION_ROOM,
+        "{name}: {} bytes kept",
+        room(conn)
+    );
+    hear(conn, &mut client);
+    let mut open = Frame::window_update(0, 1 << 20).to_bytes();
+    Frame::window_update(1, 1 << 20).write(&mut open);
+    conn.recv(&open, now);
+    hear(conn, &mut client);
+    let heard = client.take_heard();
+    assert_eq!(heard.status(1), Some("0"), "{name}");
+    let message: Vec<u8> = prost::Message::decode(heard.messages_on(1)[0]).unwrap();
+    assert_eq!(message, vec![b'B'; 100_000], "{name}");
+}
+
 /// A unary answer larger than the room a connection keeps, made apart
 /// from the output (past the client's windows, so taken back from its
 /// place there, or for observers): the room goes as soon as it is sent,
@@ -2261,28 +2294,7 @@ fn a_connection_does_not_keep_the_room_of_a_large_unary_answer() {
         router.add(Arc::new(Split));
         hooks(&mut router);
         let mut conn = GrpcConnection::new(Arc::new(router), &GrpcConfig::default(), None);
-        let mut client = Client::new();
-        let now = Instant::now();
-        let mut events = Vec::new();
-        let mut input = Client::handshake(&[]);
-        // `B`: 100,000 bytes, past the client's first windows.
-        input.extend(client.request(1, "/test.S/Echo", &big_answer()));
-        let used = conn.recv_at(&input, Some(now), &mut events);
-        assert_eq!(used, input.len());
-        assert!(
-            conn.reply.capacity() <= KEPT_COMPRESSION_ROOM,
-            "{name}: {} bytes kept",
-            conn.reply.capacity()
-        );
-        hear(&mut conn, &mut client);
-        let mut open = Frame::window_update(0, 1 << 20).to_bytes();
-        Frame::window_update(1, 1 << 20).write(&mut open);
-        conn.recv(&open, now);
-        hear(&mut conn, &mut client);
-        let heard = client.take_heard();
-        assert_eq!(heard.status(1), Some("0"), "{name}");
-        let reply: Vec<u8> = prost::Message::decode(heard.messages_on(1)[0]).unwrap();
-        assert_eq!(reply, vec![b'B'; 100_000], "{name}");
+        large_message_leaves_no_room(&mut conn, "/test.S/Echo", |c| c.reply.capacity(), name);
     }
 }
 
@@ -2293,27 +2305,8 @@ fn a_connection_does_not_keep_the_room_of_a_large_unary_answer() {
 #[test]
 fn a_connection_does_not_keep_the_room_of_a_large_streamed_message() {
     let mut conn = connection();
-    let mut client = Client::new();
-    let now = Instant::now();
-    let mut events = Vec::new();
-    let mut input = Client::handshake(&[]);
-    input.extend(client.request(1, "/test.S/Split", &big_answer()));
-    let used = conn.recv_at(&input, Some(now), &mut events);
-    assert_eq!(used, input.len());
-    assert!(
-        conn.scratch.capacity() <= KEPT_COMPRESSION_ROOM,
-        "{} bytes kept",
-        conn.scratch.capacity()
-    );
-    hear(&mut conn, &mut client);
-    let mut open = Frame::window_update(0, 1 << 20).to_bytes();
-    Frame::window_update(1, 1 << 20).write(&mut open);
-    conn.recv(&open, now);
-    hear(&mut conn, &mut client);
-    let heard = client.take_heard();
-    assert_eq!(heard.status(1), Some("0"));
-    let message: Vec<u8> = prost::Message::decode(heard.messages_on(1)[0]).unwrap();
-    assert_eq!(message, vec![b'B'; 100_000]);
+    let scratch = |c: &GrpcConnection| c.scratch.capacity();
+    large_message_leaves_no_room(&mut conn, "/test.S/Split", scratch, "streamed");
 }
 
 /// Calls whose request came in more than one frame gather it in their own

@@ -94,8 +94,11 @@ impl Responder {
         &mut self.trailers
     }
 
-    /// Whether the call has ended without this answer; an answer sent now
-    /// is dropped.
+    /// Whether the call has ended without this answer, so that an answer
+    /// sent now is dropped; also once the call's request stream has
+    /// yielded an error (a message that did not decode), though the call
+    /// is still open then and an answer (that error, as a rule) still
+    /// goes to the client.
     pub fn is_cancelled(&self) -> bool {
         self.shared
             .as_ref()

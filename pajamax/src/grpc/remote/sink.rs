@@ -97,7 +97,9 @@ impl<M: prost::Message> Sink<M> {
         &mut self.trailers
     }
 
-    /// Whether the call has ended; sends fail from then on.
+    /// Whether the call has ended, or its request stream has yielded an
+    /// error (a message that did not decode); sends fail from then on,
+    /// while [`finish`](Sink::finish) still ends a call that is open.
     pub fn is_cancelled(&self) -> bool {
         self.shared
             .as_ref()

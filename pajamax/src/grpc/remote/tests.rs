@@ -844,3 +844,42 @@ fn a_request_stream_ended_then_cancelled_ends_with_the_cancellation() {
         assert!(requests.next().is_none(), "{reason:?}");
     }
 }
+
+/// A request message that does not decode: the stream yields its error
+/// and nothing after; the thread's sink and responder then say the call
+/// is cancelled and sends fail, but the call is still open on the worker,
+/// so the answer the thread ends it with still goes out.
+#[test]
+fn after_a_message_that_does_not_decode_the_answer_still_goes() {
+    let (inbox, _) = counting_inbox();
+    // A field of type 7, which no message has.
+    let garbage = [0, 0, 0, 0, 1, 0x0f];
+    let shared = shared(&inbox, 1, 100);
+    let mut requests = Streaming::<u32>::new(Some(shared.clone()));
+    let mut sink = Sink::<u32>::new(Some(shared.clone()), Metadata::new(), Metadata::new());
+    let responder = Responder::new(Some(shared.clone()));
+    assert_eq!(shared.offer(&garbage), Offered::Queued);
+    let status = requests.next().unwrap().unwrap_err();
+    assert!(requests.next().is_none());
+    assert!(sink.is_cancelled() && responder.is_cancelled());
+    assert!(sink.send(&1).is_err());
+    drain(&inbox);
+    responder.respond::<u32>(Err(status.clone()));
+    let parts = drain(&inbox);
+    let Some(Part::Answer { result, .. }) = parts.first().map(|d| &d.part) else {
+        panic!("an answer: {:?}", parts.len())
+    };
+    assert_eq!(result.as_ref().unwrap_err().code(), status.code());
+    sink.finish(Err(status));
+    let parts = drain(&inbox);
+    assert!(
+        matches!(
+            parts.first().map(|d| &d.part),
+            Some(Part::Finish {
+                status: Some(_),
+                ..
+            })
+        ),
+        "a finish"
+    );
+}

@@ -22,23 +22,21 @@ impl GrpcConnection {
                 &mut self.text,
             );
             fit_room(&mut self.deflated);
-            fit_room(&mut self.reply);
-            self.response_metadata.clear();
-            return;
+        } else {
+            response::send_answer(
+                &mut self.h2,
+                &mut self.memos,
+                stream,
+                &self.reply,
+                &md.headers,
+                &md.trailers,
+                &mut self.text,
+            );
         }
-        response::send_answer(
-            &mut self.h2,
-            &mut self.memos,
-            stream,
-            &self.reply,
-            &md.headers,
-            &md.trailers,
-            &mut self.text,
-        );
         // Sent: none of it may go with another call's answer.
         self.response_metadata.clear();
-        // An answer past the windows, or made for observers, was made here
-        // rather than in the output: its room goes with it.
+        // An answer past the windows, made for observers or to compress,
+        // was made here rather than in the output: its room goes with it.
         fit_room(&mut self.reply);
     }
 

@@ -22,8 +22,9 @@ impl Service for Setter {
     }
 
     /// The request's text is lines `h name value` (a response header) or
-    /// `t name value` (a trailer); `fail` ends the call with `NOT_FOUND`.
-    /// A key the metadata refuses is left out.
+    /// `t name value` (a trailer); `mirror` sets the whole request metadata
+    /// as both; `fail` ends the call with `NOT_FOUND`. A key the metadata
+    /// refuses is left out.
     fn unary(
         &self,
         _method: usize,
@@ -32,6 +33,11 @@ impl Service for Setter {
         reply: &mut Reply<'_>,
     ) -> Result<(), Status> {
         let req: ProbeRequest = pajamax::decode_request(request)?;
+        if req.text.lines().any(|line| line == "mirror") {
+            let metadata = ctx.metadata().clone();
+            *ctx.trailers_mut() = metadata.clone();
+            *ctx.headers_mut() = metadata;
+        }
         let mut refused = Vec::new();
         for line in req.text.lines() {
             let mut parts = line.splitn(3, ' ');
@@ -457,46 +463,13 @@ async fn request_metadata_is_borrowed_while_response_metadata_is_set() {
     common::stop(server).await;
 }
 
-/// A service whose handler sends the whole request metadata back, with the
-/// response headers and with the trailers. A request whose text is `fail`
-/// ends `NOT_FOUND` (a trailers-only answer).
-struct Mirror;
-
-impl Service for Mirror {
-    fn name(&self) -> &'static str {
-        "test.Mirror"
-    }
-
-    fn methods(&self) -> &'static [pajamax::Method] {
-        const METHODS: [pajamax::Method; 1] = [pajamax::Method::unary("Mirror")];
-        &METHODS
-    }
-
-    fn unary(
-        &self,
-        _method: usize,
-        ctx: &mut Context<'_>,
-        request: &[u8],
-        reply: &mut Reply<'_>,
-    ) -> Result<(), Status> {
-        let req: ProbeRequest = pajamax::decode_request(request)?;
-        let metadata = ctx.metadata();
-        *ctx.headers_mut() = metadata.clone();
-        *ctx.trailers_mut() = metadata.clone();
-        if req.text == "fail" {
-            return Err(Status::not_found("as asked"));
-        }
-        reply.encode(&ProbeReply::default());
-        Ok(())
-    }
-}
-
 /// Request metadata sent back whole (a copy of `ctx.metadata()`) holds
 /// what the client sent, names no handler can set among them: `grpc-status`
 /// and `grpc-message` from the client would go out beside the server's
 /// own, and a client would read the call's outcome from them. Names
-/// starting with `grpc-` are left out of the answer, as grpc-go and tonic
-/// leave out the names gRPC reserves; the others go.
+/// starting with `grpc-` are left out of the answer (tonic leaves out
+/// `grpc-status` and `grpc-message`, grpc-go its reserved names); the
+/// others go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reserved_names_in_request_metadata_sent_back_are_left_out() {
     use common::raw::RawPeer;
@@ -506,7 +479,7 @@ async fn reserved_names_in_request_metadata_sent_back_are_left_out() {
     let server = pajamax::Server::builder()
         .workers(1)
         .pin_workers(false)
-        .add_service(Mirror)
+        .add_service(Setter)
         .bind("127.0.0.1:0")
         .unwrap();
     let addr = server.local_addr();
@@ -519,8 +492,8 @@ async fn reserved_names_in_request_metadata_sent_back_are_left_out() {
             ("x-kept", "yes"),
         ];
         let mut bytes = Vec::new();
-        for (stream, text) in [(1, "ok"), (3, "fail")] {
-            let block = peer.request_block("/test.Mirror/Mirror", &extra);
+        for (stream, text) in [(1, "mirror"), (3, "mirror\nfail")] {
+            let block = peer.request_block("/test.Setter/Set", &extra);
             Frame::headers(stream, &block, false).write(&mut bytes);
             let message = ProbeRequest {
                 text: text.into(),

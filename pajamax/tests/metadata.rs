@@ -65,6 +65,16 @@ impl Service for Setter {
     }
 }
 
+/// A server of one worker serving `service` on a free loopback port.
+fn serve(service: impl Service) -> pajamax::ServerHandle {
+    pajamax::Server::builder()
+        .workers(1)
+        .pin_workers(false)
+        .add_service(service)
+        .bind("127.0.0.1:0")
+        .unwrap()
+}
+
 async fn set(
     channel: tonic::transport::Channel,
     lines: &str,
@@ -81,12 +91,7 @@ async fn set(
 /// call. Such names cannot be set, so a handler that tries still answers.
 #[tokio::test]
 async fn connection_specific_names_are_refused_so_the_call_still_answers() {
-    let server = pajamax::Server::builder()
-        .workers(1)
-        .pin_workers(false)
-        .add_service(Setter)
-        .bind("127.0.0.1:0")
-        .unwrap();
+    let server = serve(Setter);
     let channel = connect(&server).await;
     for name in [
         "connection",
@@ -154,12 +159,7 @@ impl Service for Detailed {
 /// `grpc-status-details-bin`, beside a percent-encoded message.
 #[tokio::test]
 async fn error_details_reach_the_client() {
-    let server = pajamax::Server::builder()
-        .workers(1)
-        .pin_workers(false)
-        .add_service(Detailed)
-        .bind("127.0.0.1:0")
-        .unwrap();
+    let server = serve(Detailed);
     let channel = connect(&server).await;
     for details in [vec![8, 3, 18, 1, 0xff], vec![1], vec![]] {
         let mut client = tonic::client::Grpc::new(channel.clone());
@@ -188,12 +188,7 @@ async fn a_message_with_spaces_at_its_ends_goes_as_a_valid_field_value() {
     use common::raw::RawPeer;
     use prost::Message;
 
-    let server = pajamax::Server::builder()
-        .workers(1)
-        .pin_workers(false)
-        .add_service(Detailed)
-        .bind("127.0.0.1:0")
-        .unwrap();
+    let server = serve(Detailed);
     let addr = server.local_addr();
     let text = " failed:  ";
     let blocks = tokio::task::spawn_blocking(move || {
@@ -249,12 +244,7 @@ async fn metadata_past_the_clients_header_list_limit_ends_internal() {
     use pajamax::h2::frame::setting;
     use prost::Message;
 
-    let server = pajamax::Server::builder()
-        .workers(1)
-        .pin_workers(false)
-        .add_service(Setter)
-        .bind("127.0.0.1:0")
-        .unwrap();
+    let server = serve(Setter);
     let addr = server.local_addr();
     let big = "a".repeat(2000);
     let asks = [
@@ -419,12 +409,7 @@ impl Service for Echoer {
 /// of it: a handler sets response metadata from it without copying it.
 #[tokio::test]
 async fn request_metadata_is_borrowed_while_response_metadata_is_set() {
-    let server = pajamax::Server::builder()
-        .workers(1)
-        .pin_workers(false)
-        .add_service(Echoer)
-        .bind("127.0.0.1:0")
-        .unwrap();
+    let server = serve(Echoer);
     let channel = connect(&server).await;
     let mut client = tonic::client::Grpc::new(channel);
     client.ready().await.expect("ready");
@@ -476,12 +461,7 @@ async fn reserved_names_in_request_metadata_sent_back_are_left_out() {
     use pajamax_test_peer::Frame;
     use prost::Message;
 
-    let server = pajamax::Server::builder()
-        .workers(1)
-        .pin_workers(false)
-        .add_service(Setter)
-        .bind("127.0.0.1:0")
-        .unwrap();
+    let server = serve(Setter);
     let addr = server.local_addr();
     let blocks = tokio::task::spawn_blocking(move || {
         let mut peer = RawPeer::handshake(addr, &[]);
